@@ -1,0 +1,5 @@
+"""Allow `python -m dlperf`."""
+
+from dlperf.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install everything the tests and deployments need on a fresh Debian 12 machine:
+# system packages (podman, runc, debootstrap ...) and the repo-local virtual environment .venv
+# with the versions pinned in pyproject.toml. Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the test tiers use: podman + runc + netavark/aardvark (named networks with DNS)
+# for molecule, debootstrap for the test image, python3-venv for .venv.
+system_packages=(podman runc netavark aardvark-dns catatonit debootstrap python3-venv git make)
+
+missing=()
+for pkg in "${system_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  echo "bootstrap: installing system packages: ${missing[*]}"
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  echo "bootstrap: creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+# Reinstall only when the pins changed: the stamp carries a hash of pyproject.toml.
+stamp=".venv/.dlperf-installed-$(sha256sum pyproject.toml | cut -c1-12)"
+if [[ ! -e "$stamp" ]]; then
+  echo "bootstrap: installing pinned Python tools into .venv (pyproject.toml [dev])"
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
+    | { grep -v "is ignored: it is neither a file nor a directory" || true; }; then
+    echo "bootstrap: pip install of .[dev] failed" >&2
+    exit 1
+  fi
+  rm -f .venv/.dlperf-installed-*
+  touch "$stamp"
+fi
+.venv/bin/dlperf --version

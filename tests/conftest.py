@@ -1,0 +1,93 @@
+"""Shared helpers: run real ansible-playbook processes against local test inventories."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    output: dict
+    stderr: str
+
+    @property
+    def stats(self) -> dict:
+        return self.output.get("stats", {})
+
+    def task_results(self) -> list[tuple[str, str, dict]]:
+        """(task name, host, result) for every task result in run order."""
+        rows = []
+        for play in self.output.get("plays", []):
+            for task in play.get("tasks", []):
+                for host, result in task.get("hosts", {}).items():
+                    rows.append((task["task"]["name"], host, result))
+        return rows
+
+    def failed_tasks(self) -> list[tuple[str, str]]:
+        """(task name, message) of each failed task; a loop's failed items' messages joined."""
+        failed = []
+        for name, _, res in self.task_results():
+            if res.get("failed"):
+                msgs = [res.get("msg", "")]
+                msgs += [
+                    item.get("msg", "") for item in res.get("results", []) if item.get("failed")
+                ]
+                failed.append((name, "\n".join(msgs)))
+        return failed
+
+
+def ansible_bin(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+@pytest.fixture
+def run_playbook(tmp_path):
+    """Write a playbook + inventory into tmp_path and run it with the JSON callback."""
+
+    def run(plays: list, inventory: dict, extra_vars: dict | None = None, check: bool = True):
+        playbook = tmp_path / "play.yml"
+        playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+        inv = tmp_path / "inventory.yml"
+        inv.write_text(yaml.safe_dump(inventory, sort_keys=False))
+        cmd = [ansible_bin("ansible-playbook"), "-i", str(inv), str(playbook)]
+        if check:
+            cmd.append("--check")
+        if extra_vars is not None:
+            ev = tmp_path / "extra_vars.json"
+            ev.write_text(json.dumps(extra_vars))
+            cmd += ["-e", f"@{ev}"]
+        # The repository's plugin paths, without its display callbacks (they would mix text
+        # into the JSON on stdout).
+        cfg = tmp_path / "ansible.cfg"
+        cfg.write_text(
+            "[defaults]\n"
+            f"roles_path = {REPO / 'roles'}\n"
+            f"filter_plugins = {REPO / 'plugins' / 'filter'}\n"
+            f"library = {REPO / 'plugins' / 'modules'}\n"
+            f"module_utils = {REPO / 'plugins' / 'module_utils'}\n"
+            "stdout_callback = ansible.posix.json\n"
+            "interpreter_python = auto_silent\n"
+            "nocolor = true\n"
+        )
+        env = dict(os.environ, ANSIBLE_CONFIG=str(cfg))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+        try:
+            output = json.loads(proc.stdout)
+        except json.JSONDecodeError as exc:
+            raise AssertionError(
+                f"no JSON from ansible-playbook:\n{proc.stdout}\n{proc.stderr}"
+            ) from exc
+        return PlaybookRun(proc.returncode, output, proc.stderr)
+
+    return run

@@ -1,0 +1,193 @@
+"""Bad role input fails before any change, with a message that names the variable.
+
+Each case applies a real role to localhost in check mode (so a validation bug can never
+touch the test machine) and proves three things: the play fails, the failing task is a
+validation step (argument_specs or the role's validate.yml), and no task before it would
+have changed anything.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+LOCAL = {
+    "ansible_connection": "local",
+    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+}
+
+
+def inventory(cluster_ip="198.18.0.10"):
+    host = dict(LOCAL, cluster_ip=cluster_ip) if cluster_ip else dict(LOCAL)
+    return {
+        "all": {
+            "vars": {"cluster_subnets": ["198.18.0.0/24"]},
+            "children": {
+                "cluster": {"children": {"head": {"hosts": {"localhost": host}}}},
+                "compute": {"hosts": {}},
+            },
+        }
+    }
+
+
+def apply_role(role: str) -> list:
+    return [
+        {
+            "name": f"Apply {role} with bad input",
+            "hosts": "localhost",
+            "gather_facts": True,
+            "gather_subset": ["min"],
+            "roles": [{"role": role}],
+        }
+    ]
+
+
+GOOD_EXPORT = {"path": "/srv/nfs/shared", "clients": ["198.18.0.0/24"]}
+GOOD_MOUNT = {"src": "head01:/srv/nfs/shared", "path": "/shared"}
+
+CASES = [
+    # (id, role, extra vars, text the message must contain)
+    (
+        "malformed-cidr",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, clients=["198.18.0.0/33"])]},
+        "198.18.0.0/33",
+    ),
+    (
+        "world-export-without-opt-in",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, clients=["*"])]},
+        "nfs_server_allow_world_exports",
+    ),
+    (
+        "relative-export-path",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, path="srv/nfs")]},
+        "path 'srv/nfs'",
+    ),
+    (
+        "empty-clients",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, clients=[])]},
+        "nfs_server_default_clients",
+    ),
+    (
+        "no-root-squash-without-opt-in",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, options=["rw", "no_root_squash"])]},
+        "nfs_server_allow_no_root_squash",
+    ),
+    (
+        "comma-joined-export-options",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, options=["rw,sync"])]},
+        "option 'rw,sync'",
+    ),
+    (
+        "exports-not-a-list",
+        "nfs_server",
+        {"nfs_server_exports": {"path": "/srv"}},
+        "nfs_server_exports",
+    ),
+    ("threads-not-a-number", "nfs_server", {"nfs_server_threads": "many"}, "nfs_server_threads"),
+    (
+        "unquoted-octal-mode",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, mode=493)]},
+        "quoted octal string",
+    ),
+    (
+        "mount-option-dev-without-opt-in",
+        "nfs_client",
+        {"nfs_client_mounts": [dict(GOOD_MOUNT, options=["dev"])]},
+        "nfs_client_allow_dev_suid",
+    ),
+    (
+        "mount-src-without-export-path",
+        "nfs_client",
+        {"nfs_client_mounts": [dict(GOOD_MOUNT, src="head01")]},
+        "src 'head01'",
+    ),
+    (
+        "mount-options-as-mapping",
+        "nfs_client",
+        {"nfs_client_mounts": [dict(GOOD_MOUNT, options={"rsize": 1048576})]},
+        "options",
+    ),
+    (
+        "unknown-nfs-version",
+        "nfs_client",
+        {"nfs_client_mounts": [dict(GOOD_MOUNT, version="5")]},
+        "version",
+    ),
+    (
+        "nconnect-out-of-range",
+        "nfs_client",
+        {"nfs_client_mounts": [dict(GOOD_MOUNT, nconnect=64)]},
+        "nconnect 64",
+    ),
+    (
+        "isilon-zone-and-ips",
+        "isilon",
+        {"isilon_smartconnect_zone": "nas.example", "isilon_node_ips": ["198.18.0.201"]},
+        "isilon_smartconnect_zone",
+    ),
+    (
+        "isilon-path-outside-ifs",
+        "isilon",
+        {"isilon_smartconnect_zone": "nas.example", "isilon_export_path": "/data"},
+        "isilon_export_path '/data'",
+    ),
+    ("isilon-bad-address", "isilon", {"isilon_node_ips": ["198.18.0.300"]}, "198.18.0.300"),
+    (
+        "bench-user-root",
+        "common",
+        {"common_bench_user": "root", "common_bench_uid": 0},
+        "common_bench_user=root",
+    ),
+    ("unknown-chrony-mode", "common", {"common_chrony_mode": "peer"}, "common_chrony_mode"),
+]
+
+
+def is_validation_task(name: str) -> bool:
+    name = name.split(" : ", 1)[-1]  # drop the "role : " prefix
+    return name.startswith(("Validating arguments against arg spec", "Check ", "Refuse "))
+
+
+@pytest.mark.parametrize(
+    ("role", "extra", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input_fails_before_any_change_naming_the_variable(run_playbook, role, extra, needle):
+    run = run_playbook(apply_role(role), inventory(), extra)
+    assert run.rc != 0, "the play accepted bad input"
+    failed = run.failed_tasks()
+    assert len(failed) == 1, failed
+    name, message = failed[0]
+    assert is_validation_task(name), f"failed in a non-validation task: {name}"
+    assert needle in message, message
+    assert run.stats["localhost"]["changed"] == 0
+
+
+def test_missing_cluster_address_is_named(run_playbook):
+    run = run_playbook(apply_role("common"), inventory(cluster_ip=None), {})
+    assert run.rc != 0
+    ((name, message),) = run.failed_tasks()
+    assert is_validation_task(name)
+    assert "'cluster_ip'" in message and "localhost" in message
+
+
+def test_opt_ins_let_world_export_and_no_root_squash_through_validation(run_playbook):
+    extra = {
+        "nfs_server_exports": [dict(GOOD_EXPORT, clients=["*"], options=["rw", "no_root_squash"])],
+        "nfs_server_allow_world_exports": True,
+        "nfs_server_allow_no_root_squash": True,
+    }
+    plays = apply_role("nfs_server")
+    plays[0]["roles"] = []
+    plays[0]["tasks"] = [
+        {
+            "name": "Run only the validation",
+            "ansible.builtin.include_role": {"name": "nfs_server", "tasks_from": "validate"},
+        }
+    ]
+    run = run_playbook(plays, inventory(), extra)
+    assert run.rc == 0, run.failed_tasks()
