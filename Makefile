@@ -1,17 +1,17 @@
 # Thin entry points; the logic lives in scripts/ and playbooks/.
-.PHONY: test lint unit molecule bootstrap reproduce clean help
+.PHONY: test lint unit training molecule bootstrap reproduce clean help
 
 INVENTORY ?=
 
 help:
 	@echo "make reproduce   deploy + benchmark + report (virtual cluster by default; INVENTORY=... for a real one)"
-	@echo "make test        install what is needed and run every test tier (lint, unit, molecule)"
-	@echo "make lint | unit | molecule   one tier;  make bootstrap   only install"
+	@echo "make test        install what is needed and run every test tier (lint, unit, training, molecule)"
+	@echo "make lint | unit | training | molecule   one tier;  make bootstrap   only install"
 
 test:
 	scripts/test.sh
 
-lint unit molecule:
+lint unit training molecule:
 	scripts/test.sh $@
 
 bootstrap:

@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the test tiers use: podman + runc + netavark/aardvark (named networks with DNS)
-# for molecule, debootstrap for the test image, python3-venv for .venv.
-system_packages=(podman runc netavark aardvark-dns catatonit debootstrap python3-venv git make)
+# for molecule, debootstrap for the test image, python3-venv for .venv; a C++ toolchain, cmake
+# and OpenMPI to build Horovod and run multi-process training.
+system_packages=(podman runc netavark aardvark-dns catatonit debootstrap python3-venv git make
+                 build-essential cmake libopenmpi-dev openmpi-bin)
 
 missing=()
 for pkg in "${system_packages[@]}"; do
@@ -29,13 +31,22 @@ fi
 # Reinstall only when the pins changed: the stamp carries a hash of pyproject.toml.
 stamp=".venv/.dlperf-installed-$(sha256sum pyproject.toml | cut -c1-12)"
 if [[ ! -e "$stamp" ]]; then
-  echo "bootstrap: installing pinned Python tools into .venv (pyproject.toml [dev])"
-  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 \
+  echo "bootstrap: installing pinned Python packages into .venv (pyproject.toml [dev,train])"
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,train]' 2>&1 \
     | { grep -v "is ignored: it is neither a file nor a directory" || true; }; then
-    echo "bootstrap: pip install of .[dev] failed" >&2
+    echo "bootstrap: pip install of .[dev,train] failed" >&2
     exit 1
   fi
   rm -f .venv/.dlperf-installed-*
   touch "$stamp"
+fi
+# Horovod: built once per machine (cached outside the repo), installed into .venv.
+horovod_pin=$(grep -oE '"horovod==[0-9.]+"' pyproject.toml | tr -d '"')
+if ! .venv/bin/python -m pip show -q horovod >/dev/null 2>&1 \
+   || [[ "horovod==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("horovod"))')" != "$horovod_pin" ]]; then
+  wheel=$(scripts/build-horovod-wheel.sh .venv/bin/python)
+  echo "bootstrap: installing $(basename "$wheel")"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$wheel" 2>&1 \
+    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 fi
 .venv/bin/dlperf --version

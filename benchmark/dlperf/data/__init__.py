@@ -1,0 +1,1 @@
+"""Data-set tools: RecordIO preparation and the small real digits set."""

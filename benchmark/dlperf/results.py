@@ -1,0 +1,116 @@
+"""The one result schema (result.json), written atomically, with provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Result:
+    status: str  # "ok" | "failed"
+    mode: str  # "throughput" | "tta"
+    world_size: int
+    nodes: int
+    throughput_img_per_s: float | None = None
+    throughput_img_per_s_per_worker: float | None = None
+    time_to_accuracy_s: float | None = None
+    epochs: int | None = None
+    top1: float | None = None
+    target_top1: float | None = None
+    reached_target: bool | None = None
+    wall_time_s: float | None = None
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    param_fingerprints: list[list[float]] = field(default_factory=list)
+    error: str | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+
+def write_atomic(path: Path, payload: dict) -> None:
+    """Write JSON so that readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_result(path: Path, result: Result) -> None:
+    write_atomic(path, asdict(result))
+
+
+def read_result(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+        )
+    return data
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def _gpu_versions() -> dict[str, str | None]:
+    try:
+        import pynvml  # nvidia-ml-py; optional
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        return {"driver": str(driver), "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+    except Exception:  # no library, no driver or no GPU: recorded as absent
+        return {"driver": None, "cuda": None}
+
+
+def provenance(hosts: list[str]) -> dict[str, Any]:
+    return {
+        "dlperf": _version("dlperf"),
+        "mxnet": _version("mxnet") or _version("mxnet-cu110"),
+        "horovod": _version("horovod"),
+        **_gpu_versions(),
+        "python": platform.python_version(),
+        "hosts": hosts,
+        "launch_host": socket.gethostname(),
+        "git_commit": _git_commit(),
+        "command": sys.argv,
+    }

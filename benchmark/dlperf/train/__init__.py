@@ -1,0 +1,1 @@
+"""Training engine: ResNet v1.5 on MXNet Gluon, data-parallel with Horovod."""

@@ -1,0 +1,126 @@
+"""Input pipelines: synthetic batches generated once on the device, or RecordIO files read with
+MXNet's record iterator and the standard ImageNet augmentation, sharded across ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import mxnet as mx
+
+# ImageNet channel statistics (0-255 scale), as in NVIDIA's RN50 recipe.
+MEAN_RGB = (123.68, 116.779, 103.939)
+STD_RGB = (58.393, 57.12, 57.375)
+
+
+@dataclass
+class Batch:
+    data: mx.nd.NDArray
+    label: mx.nd.NDArray
+    pad: int = 0  # trailing filler samples in the last validation batch
+
+    @property
+    def valid(self) -> int:
+        return self.data.shape[0] - self.pad
+
+
+class SyntheticData:
+    """One random batch kept on the device and served ``batches_per_epoch`` times per epoch."""
+
+    def __init__(self, batch_size: int, image_size: int, classes: int, batches_per_epoch: int, ctx):
+        self.batches_per_epoch = batches_per_epoch
+        mx.random.seed(1234)
+        data = mx.nd.random.normal(shape=(batch_size, 3, image_size, image_size), ctx=ctx)
+        label = mx.nd.random.randint(0, classes, shape=(batch_size,), ctx=ctx).astype("float32")
+        self._batch = Batch(data, label)
+
+    def __iter__(self):
+        for _ in range(self.batches_per_epoch):
+            yield self._batch
+
+    def reset(self) -> None:
+        pass
+
+
+class RecordData:
+    """Wrap ``mx.io.ImageRecordIter``; each rank reads its own 1/world shard."""
+
+    def __init__(
+        self,
+        path: Path,
+        batch_size: int,
+        image_size: int,
+        train: bool,
+        rank: int,
+        world: int,
+        threads: int,
+        seed: int = 0,
+    ):
+        idx = path.with_suffix(".idx")
+        common = dict(
+            path_imgrec=str(path),
+            path_imgidx=str(idx) if idx.exists() else "",
+            data_shape=(3, image_size, image_size),
+            batch_size=batch_size,
+            num_parts=world,
+            part_index=rank,
+            preprocess_threads=threads,
+            mean_r=MEAN_RGB[0],
+            mean_g=MEAN_RGB[1],
+            mean_b=MEAN_RGB[2],
+            std_r=STD_RGB[0],
+            std_g=STD_RGB[1],
+            std_b=STD_RGB[2],
+        )
+        if train:
+            self._iter = mx.io.ImageRecordIter(
+                shuffle=True,
+                seed=seed,
+                round_batch=True,
+                random_resized_crop=True,
+                min_random_area=0.08,
+                max_random_area=1.0,
+                min_aspect_ratio=3.0 / 4.0,
+                max_aspect_ratio=4.0 / 3.0,
+                rand_mirror=True,
+                **common,
+            )
+        else:
+            # Validation: resize the shorter side to 256/224 of the crop, centre crop.
+            self._iter = mx.io.ImageRecordIter(
+                shuffle=False, round_batch=False, resize=int(image_size * 256 / 224), **common
+            )
+
+    def __iter__(self):
+        for batch in self._iter:
+            yield Batch(batch.data[0], batch.label[0], batch.pad or 0)
+        self._iter.reset()
+
+    def reset(self) -> None:
+        self._iter.reset()
+
+
+def count_records(path: Path) -> int:
+    """Number of records in a .rec file (from its .idx when present)."""
+    idx = path.with_suffix(".idx")
+    if idx.exists():
+        with idx.open() as fh:
+            return sum(1 for line in fh if line.strip())
+    reader = mx.recordio.MXRecordIO(str(path), "r")
+    n = 0
+    while reader.read() is not None:
+        n += 1
+    reader.close()
+    return n
+
+
+def classes_in(path: Path) -> int:
+    """Number of classes: one more than the largest label in the file."""
+    reader = mx.recordio.MXRecordIO(str(path), "r")
+    top = 0
+    while (item := reader.read()) is not None:
+        header, _ = mx.recordio.unpack(item)
+        label = header.label if not hasattr(header.label, "__len__") else header.label[0]
+        top = max(top, int(label))
+    reader.close()
+    return top + 1

@@ -1,0 +1,104 @@
+"""ResNet v1.5 in MXNet Gluon.
+
+v1.5 differs from the original v1 only in the downsampling bottleneck: the stride sits on the
+3x3 convolution instead of the first 1x1 (He et al. 2016 put it on the 1x1; the v1.5 variant
+is the one NVIDIA's DeepLearningExamples and MLPerf train). BasicBlock depths (18, 34) are
+unaffected by the distinction.
+
+``width_multiplier`` scales every channel count (minimum 8) so tests can train the same
+architecture at a fraction of the cost.
+"""
+
+from __future__ import annotations
+
+from mxnet.gluon import nn
+
+# depth -> (block type, blocks per stage)
+SPECS: dict[int, tuple[str, list[int]]] = {
+    18: ("basic", [2, 2, 2, 2]),
+    34: ("basic", [3, 4, 6, 3]),
+    50: ("bottleneck", [3, 4, 6, 3]),
+    101: ("bottleneck", [3, 4, 23, 3]),
+}
+MODELS = {f"resnet{d}_v1.5": d for d in SPECS}
+BN_EPS = 1e-5
+BN_MOMENTUM = 0.9
+
+
+def _bn(**kwargs) -> nn.BatchNorm:
+    return nn.BatchNorm(epsilon=BN_EPS, momentum=BN_MOMENTUM, **kwargs)
+
+
+class BasicBlock(nn.HybridBlock):
+    expansion = 1
+
+    def __init__(self, channels: int, stride: int, downsample: bool, **kwargs):
+        super().__init__(**kwargs)
+        self.body = nn.HybridSequential()
+        self.body.add(
+            nn.Conv2D(channels, 3, stride, 1, use_bias=False), _bn(), nn.Activation("relu")
+        )
+        self.body.add(nn.Conv2D(channels, 3, 1, 1, use_bias=False), _bn(gamma_initializer="zeros"))
+        self.downsample = _shortcut(channels, stride) if downsample else None
+
+    def hybrid_forward(self, F, x):
+        residual = self.downsample(x) if self.downsample is not None else x
+        return F.Activation(self.body(x) + residual, act_type="relu")
+
+
+class Bottleneck(nn.HybridBlock):
+    expansion = 4
+
+    def __init__(self, channels: int, stride: int, downsample: bool, **kwargs):
+        super().__init__(**kwargs)
+        mid = channels // self.expansion
+        self.body = nn.HybridSequential()
+        self.body.add(nn.Conv2D(mid, 1, 1, 0, use_bias=False), _bn(), nn.Activation("relu"))
+        # v1.5: the stride is on the 3x3 convolution.
+        self.body.add(nn.Conv2D(mid, 3, stride, 1, use_bias=False), _bn(), nn.Activation("relu"))
+        self.body.add(nn.Conv2D(channels, 1, 1, 0, use_bias=False), _bn(gamma_initializer="zeros"))
+        self.downsample = _shortcut(channels, stride) if downsample else None
+
+    def hybrid_forward(self, F, x):
+        residual = self.downsample(x) if self.downsample is not None else x
+        return F.Activation(self.body(x) + residual, act_type="relu")
+
+
+def _shortcut(channels: int, stride: int) -> nn.HybridSequential:
+    seq = nn.HybridSequential()
+    seq.add(nn.Conv2D(channels, 1, stride, use_bias=False), _bn())
+    return seq
+
+
+class ResNetV15(nn.HybridBlock):
+    def __init__(self, depth: int, classes: int = 1000, width_multiplier: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        kind, layers = SPECS[depth]
+        block = Bottleneck if kind == "bottleneck" else BasicBlock
+
+        def width(c: int) -> int:
+            return max(8, round(c * width_multiplier))
+
+        stem = width(64)
+        self.features = nn.HybridSequential()
+        self.features.add(nn.Conv2D(stem, 7, 2, 3, use_bias=False), _bn(), nn.Activation("relu"))
+        self.features.add(nn.MaxPool2D(3, 2, 1))
+        in_channels = stem
+        for stage, blocks in enumerate(layers):
+            channels = width(64 * 2**stage) * block.expansion
+            for i in range(blocks):
+                stride = 2 if i == 0 and stage > 0 else 1
+                downsample = i == 0 and (stride != 1 or in_channels != channels)
+                self.features.add(block(channels, stride, downsample))
+                in_channels = channels
+        self.features.add(nn.GlobalAvgPool2D(), nn.Flatten())
+        self.output = nn.Dense(classes)
+
+    def hybrid_forward(self, F, x):
+        return self.output(self.features(x))
+
+
+def build_model(name: str, classes: int, width_multiplier: float) -> ResNetV15:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(sorted(MODELS))}")
+    return ResNetV15(MODELS[name], classes=classes, width_multiplier=width_multiplier)

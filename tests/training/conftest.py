@@ -1,0 +1,34 @@
+"""Real training runs on CPU: tiny ResNet widths, small images, few steps, 1-2 processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+ENV = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+TINY = ["--model", "resnet18_v1.5", "--width-multiplier", "0.25", "--image-size", "32"]
+
+
+def dlperf(*args: str, launcher: list[str] | None = None, timeout: int = 300):
+    cmd = [*(launcher or []), str(BIN / "dlperf"), *args]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=ENV, timeout=timeout, check=False
+    )
+
+
+def read_result(output: Path) -> dict:
+    return json.loads((output / "result.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def digits(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("digits")
+    proc = dlperf("data", "digits", "--output", str(out), "--image-size", "32")
+    assert proc.returncode == 0, proc.stderr
+    return out

@@ -1,0 +1,145 @@
+"""Throughput and time-to-accuracy modes, and the bad inputs the CLI must refuse."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import TINY, dlperf, read_result
+
+
+def test_time_to_accuracy_on_digits_reaches_the_target_within_bounded_epochs(tmp_path, digits):
+    out = tmp_path / "tta"
+    proc = dlperf(
+        "train",
+        *TINY,
+        "--batch-size",
+        "32",
+        "--mode",
+        "tta",
+        "--data",
+        str(digits / "train.rec"),
+        "--val-data",
+        str(digits / "val.rec"),
+        "--target-top1",
+        "0.85",
+        "--max-epochs",
+        "15",
+        "--warmup-epochs",
+        "1",
+        "--lr-per-256",
+        "1.0",
+        "--output",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = read_result(out)
+    assert result["status"] == "ok" and result["reached_target"] is True
+    assert result["top1"] >= 0.85
+    assert 1 <= result["epochs"] <= 15
+    assert 0 < result["time_to_accuracy_s"] <= result["wall_time_s"]
+    events = [
+        json.loads(line.split(":::MLLOG ", 1)[1])
+        for line in (out / "mllog.txt").read_text().splitlines()
+        if ":::MLLOG" in line
+    ]
+    keys = [e["key"] for e in events]
+    assert keys.count("eval_accuracy") == result["epochs"]
+    assert keys.count("epoch_start") == result["epochs"]
+    assert keys[-1] == "run_stop" and events[-1]["metadata"]["status"] == "success"
+    assert "run_start" in keys and "global_batch_size" in keys
+
+
+def test_unreached_target_is_reported_and_exits_non_zero(tmp_path, digits):
+    out = tmp_path / "miss"
+    proc = dlperf(
+        "train",
+        *TINY,
+        "--batch-size",
+        "64",
+        "--mode",
+        "tta",
+        "--data",
+        str(digits / "train.rec"),
+        "--val-data",
+        str(digits / "val.rec"),
+        "--target-top1",
+        "1.0",
+        "--max-epochs",
+        "1",
+        "--output",
+        str(out),
+    )
+    assert proc.returncode == 3
+    result = read_result(out)
+    assert result["reached_target"] is False and result["time_to_accuracy_s"] is None
+    assert result["epochs"] == 1
+
+
+def test_throughput_mode_on_synthetic_data(tmp_path):
+    out = tmp_path / "tp"
+    proc = dlperf(
+        "train",
+        *TINY,
+        "--batch-size",
+        "16",
+        "--iterations",
+        "6",
+        "--warmup-iterations",
+        "2",
+        "--output",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_result(out)
+    assert result["mode"] == "throughput" and result["world_size"] == 1
+    assert result["throughput_img_per_s"] > 0
+    assert result["hyperparameters"]["batch_size"] == 16
+    assert result["provenance"]["mxnet"] == "1.9.1"
+    assert result["schema_version"] == 1
+
+
+def test_corrupt_data_is_recorded_as_a_failed_run(tmp_path):
+    bad = tmp_path / "bad.rec"
+    bad.write_bytes(b"\x00not a record file" * 64)
+    out = tmp_path / "failed"
+    proc = dlperf(
+        "train",
+        *TINY,
+        "--batch-size",
+        "8",
+        "--data",
+        str(bad),
+        "--classes",
+        "10",
+        "--iterations",
+        "3",
+        "--warmup-iterations",
+        "1",
+        "--output",
+        str(out),
+    )
+    assert proc.returncode != 0
+    result = read_result(out)
+    assert result["status"] == "failed" and result["error"]
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--model", "resnet51_v1.5"], "--model"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--batch-size", "-4"], "--batch-size"),
+        (["--data", "/nonexistent/train.rec"], "--data"),
+        (["--target-top1", "1.5"], "--target-top1"),
+        (["--target-top1", "0"], "--target-top1"),
+        (["--iterations", "0"], "--iterations"),
+    ],
+)
+def test_bad_input_exits_non_zero_naming_the_flag_and_writes_nothing(tmp_path, args, flag):
+    out = tmp_path / "out"
+    proc = dlperf("train", *args, "--output", str(out))
+    assert proc.returncode != 0
+    assert flag in proc.stderr
+    assert not (out / "result.json").exists()

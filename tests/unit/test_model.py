@@ -1,0 +1,46 @@
+"""ResNet v1.5 architecture facts."""
+
+from __future__ import annotations
+
+import mxnet as mx
+import pytest
+from dlperf.train.model import Bottleneck, build_model
+from dlperf.train.schedule import WarmupCosine
+
+
+def trainable_parameters(net) -> int:
+    net.initialize(ctx=mx.cpu())
+    net(mx.nd.zeros((1, 3, 64, 64)))
+    return sum(p.data().size for p in net.collect_params().values() if p.grad_req != "null")
+
+
+def test_resnet50_v1_5_has_the_published_parameter_count():
+    # 25,557,032 trainable parameters (the count published for ResNet-50 v1/v1.5).
+    assert trainable_parameters(build_model("resnet50_v1.5", 1000, 1.0)) == 25_557_032
+
+
+def test_downsampling_bottleneck_strides_on_the_3x3_convolution():
+    block = Bottleneck(512, stride=2, downsample=True)
+    convs = [layer for layer in block.body if isinstance(layer, mx.gluon.nn.Conv2D)]
+    assert [c._kwargs["stride"] for c in convs] == [(1, 1), (2, 2), (1, 1)]
+    assert [c._kwargs["kernel"] for c in convs] == [(1, 1), (3, 3), (1, 1)]
+
+
+def test_width_multiplier_shrinks_the_model():
+    full = trainable_parameters(build_model("resnet18_v1.5", 10, 1.0))
+    tiny = trainable_parameters(build_model("resnet18_v1.5", 10, 0.25))
+    assert tiny < full / 10
+
+
+def test_unknown_model_is_refused():
+    with pytest.raises(ValueError, match=r"resnet51_v1\.5"):
+        build_model("resnet51_v1.5", 10, 1.0)
+
+
+def test_learning_rate_warms_up_linearly_then_decays_by_cosine():
+    sched = WarmupCosine.for_batch(0.256, global_batch=1024, warmup_steps=10, total_steps=110)
+    assert sched.base_lr == pytest.approx(1.024)
+    assert sched(0) == pytest.approx(1.024 / 10)
+    assert sched(9) == pytest.approx(1.024)
+    assert sched(60) == pytest.approx(1.024 / 2)
+    assert sched(110) == pytest.approx(0.0)
