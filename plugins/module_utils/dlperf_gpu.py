@@ -1,0 +1,115 @@
+# Parsing of nvidia-smi output and classification of the GPUs' PCIe layout.
+# Pure Python (no Ansible imports) so the dlperf package can use the same code.
+from __future__ import annotations
+
+import re
+
+QUERY_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "memory.total",
+    "pci.bus_id",
+    "persistence_mode",
+    "driver_version",
+)
+QUERY_ARGS = ["--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
+SWITCH_LINKS = {"PIX", "PXB"}  # paths through PCIe switches/bridges, not the CPU
+
+# Layout names, and the reference configurations they correspond to.
+LAYOUTS = {
+    "single_switch_one_cpu": "all GPUs behind PCIe switch(es) on one CPU (C4140 configuration K)",
+    "direct_both_cpus": "GPUs attached directly to both CPUs, no switch (C4140 configuration M)",
+    "switched_both_cpus": "GPU groups behind PCIe switches on both CPUs (DGX-1 style)",
+    "direct_one_cpu": "GPUs attached directly to one CPU, no switch seen",
+    "single_gpu": "one GPU",
+    "none": "no GPU",
+}
+
+
+def parse_query(text: str) -> list[dict]:
+    gpus = []
+    for line in text.strip().splitlines():
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != len(QUERY_FIELDS):
+            raise ValueError(f"unexpected nvidia-smi query line: {line!r}")
+        index, name, uuid, memory, bus, persistence, driver = fields
+        gpus.append(
+            {
+                "index": int(index),
+                "name": name,
+                "uuid": uuid,
+                "memory_total_mib": int(float(memory)),
+                "pci_bus_id": bus,
+                "persistence_mode": persistence.lower() == "enabled",
+                "driver_version": driver,
+            }
+        )
+    return gpus
+
+
+def parse_cuda_version(text: str) -> str | None:
+    match = re.search(r"CUDA Version\s*:\s*([0-9.]+)", text)
+    return match.group(1) if match else None
+
+
+def parse_topology(text: str) -> dict:
+    """Parse `nvidia-smi topo -m`: the device matrix, CPU and NUMA affinity per GPU."""
+    lines = text.split("\n")
+    header = lines[0].split("\t")
+    columns = [c.strip() for c in header[1:] if c.strip()]
+    devices = [c for c in columns if c not in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")]
+    matrix: dict[str, dict[str, str]] = {}
+    cpu_affinity: dict[str, str] = {}
+    numa_affinity: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line.strip() or line.startswith("Legend"):
+            break
+        cells = line.split("\t")
+        name = cells[0].strip()
+        values = [c.strip() for c in cells[1:]]
+        matrix[name] = {dev: values[i] for i, dev in enumerate(devices) if i < len(values)}
+        extra = values[len(devices) :]
+        if name.startswith("GPU"):
+            if "CPU Affinity" in columns and extra:
+                cpu_affinity[name] = extra[0]
+            if "NUMA Affinity" in columns and len(extra) > 1:
+                numa_affinity[name] = extra[1]
+    return {
+        "devices": devices,
+        "matrix": matrix,
+        "cpu_affinity": cpu_affinity,
+        "numa_affinity": numa_affinity,
+    }
+
+
+def classify(topology: dict) -> dict:
+    """PCIe layout of the GPUs from the topology matrix.
+
+    CPU sockets are told apart by the GPUs' NUMA affinity (or CPU affinity on drivers that do
+    not print NUMA). A PCIe switch shows as a PIX/PXB path between two GPUs or between a GPU
+    and a NIC; NVLink (NV#) between GPUs hides their PCIe path, so the NICs' rows still count.
+    """
+    gpus = [d for d in topology["devices"] if d.startswith("GPU")]
+    matrix = topology["matrix"]
+    nvlink = any(re.fullmatch(r"NV\d+", v or "") for g in gpus for v in matrix.get(g, {}).values())
+    if not gpus:
+        return {"layout": "none", "sockets": 0, "pcie_switch": False, "nvlink": False}
+    sockets_by = topology["numa_affinity"] or topology["cpu_affinity"]
+    sockets = len({sockets_by.get(g, "?") for g in gpus})
+    switch = any(v in SWITCH_LINKS for g in gpus for v in matrix.get(g, {}).values())
+    if len(gpus) == 1:
+        layout = "single_gpu"
+    elif sockets == 1:
+        layout = "single_switch_one_cpu" if switch else "direct_one_cpu"
+    else:
+        layout = "switched_both_cpus" if switch else "direct_both_cpus"
+    return {
+        "layout": layout,
+        "sockets": sockets,
+        "pcie_switch": switch,
+        "nvlink": nvlink,
+        "description": LAYOUTS[layout],
+    }

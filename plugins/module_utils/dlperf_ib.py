@@ -1,0 +1,124 @@
+# Reading RDMA devices (InfiniBand, RoCE, soft-RoCE rxe) and IPoIB interfaces from sysfs.
+# Pure Python (no Ansible imports) so the dlperf telemetry sampler can use the same code.
+from __future__ import annotations
+
+import os
+
+# port_xmit_data / port_rcv_data count octets divided by 4 (IBA spec, "PortXmitData").
+DATA_COUNTERS = ("port_xmit_data", "port_rcv_data")
+PACKET_COUNTERS = ("port_xmit_packets", "port_rcv_packets")
+ARPHRD_INFINIBAND = "32"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _int(path: str) -> int | None:
+    value = _read(path)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _state(value: str | None) -> dict:
+    """'4: ACTIVE' -> {'code': 4, 'name': 'ACTIVE'}."""
+    if not value:
+        return {"code": None, "name": None}
+    code, _, name = value.partition(":")
+    return {
+        "code": int(code) if code.strip().isdigit() else None,
+        "name": name.strip() or code.strip(),
+    }
+
+
+def port_counters(port_dir: str) -> dict:
+    counters = os.path.join(port_dir, "counters")
+    out = {}
+    for name in DATA_COUNTERS:
+        words = _int(os.path.join(counters, name))
+        out[name.replace("_data", "_bytes")] = words * 4 if words is not None else None
+    for name in PACKET_COUNTERS:
+        out[name] = _int(os.path.join(counters, name))
+    return out
+
+
+def read_port(port_dir: str) -> dict:
+    gids = []
+    gid_dir = os.path.join(port_dir, "gids")
+    if os.path.isdir(gid_dir):
+        for name in sorted(os.listdir(gid_dir), key=lambda n: int(n) if n.isdigit() else 0):
+            gid = _read(os.path.join(gid_dir, name))
+            if gid and gid != "0000:0000:0000:0000:0000:0000:0000:0000":
+                gids.append(gid)
+    rate = _read(os.path.join(port_dir, "rate"))
+    gbps = None
+    if rate:
+        try:
+            gbps = float(rate.split()[0])
+        except ValueError:
+            gbps = None
+    return {
+        "state": _state(_read(os.path.join(port_dir, "state")))["name"],
+        "phys_state": _state(_read(os.path.join(port_dir, "phys_state")))["name"],
+        "rate": rate,
+        "rate_gbps": gbps,
+        "link_layer": _read(os.path.join(port_dir, "link_layer")),
+        "lid": _read(os.path.join(port_dir, "lid")),
+        "gids": gids,
+        "counters": port_counters(port_dir),
+    }
+
+
+def read_devices(sysfs_root: str = "/") -> list[dict]:
+    base = os.path.join(sysfs_root, "sys/class/infiniband")
+    devices = []
+    if not os.path.isdir(base):
+        return devices
+    for name in sorted(os.listdir(base)):
+        dev = os.path.join(base, name)
+        ports_dir = os.path.join(dev, "ports")
+        ports = {}
+        if os.path.isdir(ports_dir):
+            for port in sorted(os.listdir(ports_dir)):
+                ports[port] = read_port(os.path.join(ports_dir, port))
+        netdev = _read(os.path.join(dev, "parent")) or None
+        devices.append(
+            {
+                "name": name,
+                "firmware": _read(os.path.join(dev, "fw_ver")),
+                "node_type": _read(os.path.join(dev, "node_type")),
+                "node_guid": _read(os.path.join(dev, "node_guid")),
+                "board_id": _read(os.path.join(dev, "board_id")),
+                "parent_netdev": netdev,
+                "soft_roce": name.startswith("rxe") or netdev is not None,
+                "ports": ports,
+            }
+        )
+    return devices
+
+
+def read_ipoib(sysfs_root: str = "/") -> list[dict]:
+    base = os.path.join(sysfs_root, "sys/class/net")
+    out = []
+    if not os.path.isdir(base):
+        return out
+    for name in sorted(os.listdir(base)):
+        net = os.path.join(base, name)
+        if _read(os.path.join(net, "type")) != ARPHRD_INFINIBAND:
+            continue
+        out.append(
+            {
+                "name": name,
+                "mode": _read(os.path.join(net, "mode")),
+                "mtu": _int(os.path.join(net, "mtu")),
+                "operstate": _read(os.path.join(net, "operstate")),
+                "address": _read(os.path.join(net, "address")),
+            }
+        )
+    return out

@@ -1,0 +1,102 @@
+# Building the launch command of a distributed `dlperf train` job and reading its result.
+# Pure Python (no Ansible imports) so `dlperf sweep` can build the same command.
+from __future__ import annotations
+
+import json
+import os
+
+
+def total_slots(hosts: str) -> int:
+    total = 0
+    for entry in hosts.split(","):
+        name, _, slots = entry.strip().rpartition(":")
+        if not name or not slots.isdigit() or int(slots) < 1:
+            raise ValueError(f"host entry {entry!r} is not HOST:SLOTS")
+        total += int(slots)
+    return total
+
+
+def launch_command(
+    launcher: str,
+    hosts: str,
+    np: int | None,
+    train_args: list[str],
+    dlperf: str = "dlperf",
+    controller: str = "gloo",
+    network_interface: str | None = None,
+    start_timeout: int = 300,
+    extra_launcher_args: list[str] | None = None,
+) -> list[str]:
+    slots = total_slots(hosts)
+    np = np or slots
+    if np > slots:
+        raise ValueError(f"np={np} exceeds the {slots} slots in hosts={hosts}")
+    extra = list(extra_launcher_args or [])
+    if launcher == "horovodrun":
+        cmd = [
+            "horovodrun",
+            "-np",
+            str(np),
+            "-H",
+            hosts,
+            f"--{controller}",
+            "--start-timeout",
+            str(start_timeout),
+        ]
+        if network_interface:
+            cmd += ["--network-interface", network_interface]
+        cmd += extra
+    elif launcher == "mpirun":
+        cmd = [
+            "mpirun",
+            "-np",
+            str(np),
+            "--host",
+            hosts,
+            "--bind-to",
+            "none",
+            "--map-by",
+            "slot",
+            "-x",
+            "PATH",
+            "-x",
+            "LD_LIBRARY_PATH",
+        ]
+        if network_interface:
+            cmd += [
+                "--mca",
+                "btl_tcp_if_include",
+                network_interface,
+                "--mca",
+                "oob_tcp_if_include",
+                network_interface,
+            ]
+        cmd += extra
+    else:
+        raise ValueError(f"unknown launcher {launcher!r} (horovodrun or mpirun)")
+    return [*cmd, dlperf, "train", *train_args]
+
+
+def read_result(output: str) -> dict | None:
+    path = os.path.join(output, "result.json")
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def summarise(result: dict) -> dict:
+    keys = (
+        "status",
+        "mode",
+        "world_size",
+        "nodes",
+        "throughput_img_per_s",
+        "throughput_img_per_s_per_worker",
+        "time_to_accuracy_s",
+        "epochs",
+        "top1",
+        "reached_target",
+    )
+    return {k: result.get(k) for k in keys}

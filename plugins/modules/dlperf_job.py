@@ -1,0 +1,210 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ compatible; part of dlperf-cluster.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: dlperf_job
+short_description: Run one distributed dlperf train job and return its result
+description:
+  - From the launch node, starts C(dlperf train) over a host list with C(horovodrun) (Gloo or
+    MPI controller) or C(mpirun), waits for it with a timeout, and returns the parsed
+    C(result.json) (status, throughput, time to accuracy, epochs, world size) and its log paths.
+  - Run it as the benchmark user (C(become_user)), whose SSH trust MPI needs between nodes.
+  - On failure the message carries the tail of the job's log. In check mode the command it
+    would run is returned and nothing is started.
+version_added: "0.1.0"
+author: dlperf-cluster
+options:
+  hosts:
+    description: Host list with slots, C(node1:4,node2:4) (see the C(dlperf_hostlist) filter).
+    type: str
+    required: true
+  np:
+    description: Number of processes; defaults to the sum of the slots.
+    type: int
+  launcher:
+    description: Launcher.
+    type: str
+    choices: [horovodrun, mpirun]
+    default: horovodrun
+  controller:
+    description: Horovod controller for C(horovodrun).
+    type: str
+    choices: [gloo, mpi]
+    default: gloo
+  network_interface:
+    description: Interface for Horovod/MPI traffic (e.g. C(ib0), or C(eth1) on the virtual cluster).
+    type: str
+  train_args:
+    description: Arguments of C(dlperf train), without C(--output).
+    type: list
+    elements: str
+    default: []
+  output:
+    description: Directory for result.json, mllog.txt and job.log (on the launch node; shared storage for multi-node).
+    type: path
+    required: true
+  dlperf:
+    description: Path of the dlperf command on every node.
+    type: str
+    default: dlperf
+  timeout:
+    description: Seconds after which the job is killed and reported failed.
+    type: int
+    default: 3600
+  start_timeout:
+    description: Seconds horovodrun waits for all workers to start.
+    type: int
+    default: 300
+  launcher_args:
+    description: Extra arguments for the launcher.
+    type: list
+    elements: str
+    default: []
+  environment:
+    description: Extra environment variables for the job.
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Train over the first two compute nodes
+  dlperf_job:
+    hosts: "{{ groups['compute'][:2] | dlperf_hostlist(hostvars, slots_var='gpus_per_node') }}"
+    network_interface: ib0
+    train_args: [--mode, throughput, --iterations, "200"]
+    output: /shared/results/run1/2nodes
+  become: true
+  become_user: dlperf
+  register: job
+"""
+
+RETURN = r"""
+cmd:
+  description: The command line run (or that would run, in check mode).
+  type: list
+  elements: str
+  returned: always
+result:
+  description: status, mode, world_size, nodes, throughput_img_per_s, throughput_img_per_s_per_worker, time_to_accuracy_s, epochs, top1, reached_target.
+  type: dict
+  returned: when the job wrote a result
+rc:
+  description: Exit status of the launcher.
+  type: int
+  returned: when the job ran
+log:
+  description: Path of the job's combined stdout/stderr log.
+  type: str
+  returned: always
+result_file:
+  description: Path of result.json.
+  type: str
+  returned: always
+elapsed_s:
+  description: Wall time of the job.
+  type: float
+  returned: when the job ran
+"""
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.dlperf_job import launch_command, read_result, summarise  # noqa: E402
+
+
+def tail(path: str, lines: int = 40) -> str:
+    try:
+        with open(path, errors="replace") as fh:
+            return "".join(fh.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "hosts": {"type": "str", "required": True},
+            "np": {"type": "int"},
+            "launcher": {
+                "type": "str",
+                "choices": ["horovodrun", "mpirun"],
+                "default": "horovodrun",
+            },
+            "controller": {"type": "str", "choices": ["gloo", "mpi"], "default": "gloo"},
+            "network_interface": {"type": "str"},
+            "train_args": {"type": "list", "elements": "str", "default": []},
+            "output": {"type": "path", "required": True},
+            "dlperf": {"type": "str", "default": "dlperf"},
+            "timeout": {"type": "int", "default": 3600},
+            "start_timeout": {"type": "int", "default": 300},
+            "launcher_args": {"type": "list", "elements": "str", "default": []},
+            "environment": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    if "--output" in p["train_args"]:
+        module.fail_json(msg="train_args must not contain --output; use the output option")
+    output = p["output"]
+    log = os.path.join(output, "job.log")
+    result_file = os.path.join(output, "result.json")
+    try:
+        cmd = launch_command(
+            p["launcher"],
+            p["hosts"],
+            p["np"],
+            [*p["train_args"], "--output", output],
+            dlperf=p["dlperf"],
+            controller=p["controller"],
+            network_interface=p["network_interface"],
+            start_timeout=p["start_timeout"],
+            extra_launcher_args=p["launcher_args"],
+        )
+    except ValueError as exc:
+        module.fail_json(msg=f"hosts/np: {exc}")
+    if module.check_mode:
+        module.exit_json(changed=False, cmd=cmd, log=log, result_file=result_file)
+
+    os.makedirs(output, exist_ok=True)
+    if os.path.exists(result_file):  # never report a previous job's numbers as this one's
+        os.unlink(result_file)
+    env = dict(os.environ, **{k: str(v) for k, v in p["environment"].items()})
+    start = time.monotonic()
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=output, start_new_session=True
+        )
+        try:
+            rc = proc.wait(timeout=p["timeout"])
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            module.fail_json(
+                msg=f"job exceeded timeout={p['timeout']}s and was killed; log tail:\n{tail(log)}",
+                cmd=cmd,
+                log=log,
+                result_file=result_file,
+                rc=-9,
+            )
+    elapsed = time.monotonic() - start
+    data = read_result(output)
+    common = {"cmd": cmd, "log": log, "result_file": result_file, "rc": rc, "elapsed_s": elapsed}
+    if data is not None:
+        common["result"] = summarise(data)
+    if rc != 0 or data is None or data.get("status") != "ok":
+        why = "no result.json written" if data is None else f"status={data.get('status')}"
+        module.fail_json(
+            msg=f"dlperf job failed (rc={rc}, {why}); log tail:\n{tail(log)}", **common
+        )
+    module.exit_json(changed=True, **common)
+
+
+if __name__ == "__main__":
+    main()

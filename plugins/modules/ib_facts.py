@@ -1,0 +1,72 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ compatible; part of dlperf-cluster.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ib_facts
+short_description: Report RDMA devices, ports, counters and IPoIB interfaces from sysfs
+description:
+  - Reads C(/sys/class/infiniband) (InfiniBand HCAs such as mlx5, RoCE, and soft-RoCE C(rxe))
+    and returns each device's firmware, node type and GUID, and per port the state, physical
+    state, rate, link layer, LID, GIDs and data counters in bytes (C(port_xmit_data) and
+    C(port_rcv_data) count 4-byte words; this module multiplies by 4).
+  - Reads C(/sys/class/net) for IPoIB interfaces (type 32) with their mode and MTU.
+  - No RDMA device is not a failure - C(ib_present=false).
+version_added: "0.1.0"
+author: dlperf-cluster
+options:
+  sysfs_root:
+    description: Directory under which C(sys/class/...) is read (tests point it at a captured tree).
+    type: path
+    default: /
+attributes:
+  check_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Gather RDMA facts
+  ib_facts:
+  register: ib
+
+- name: Require an active port at EDR rate
+  ansible.builtin.assert:
+    that: ib.devices | map(attribute='ports') | map('dict2items') | flatten
+          | selectattr('value.state', 'eq', 'ACTIVE') | selectattr('value.rate_gbps', 'ge', 100) | list | length > 0
+"""
+
+RETURN = r"""
+ib_present:
+  description: Whether any RDMA device exists.
+  type: bool
+  returned: always
+devices:
+  description: RDMA devices with name, firmware, node_type, node_guid, board_id, parent_netdev, soft_roce and ports (state, phys_state, rate, rate_gbps, link_layer, lid, gids, counters with port_xmit_bytes/port_rcv_bytes/packets).
+  type: list
+  elements: dict
+  returned: always
+ipoib:
+  description: IPoIB interfaces with name, mode (datagram or connected), mtu, operstate, address.
+  type: list
+  elements: dict
+  returned: always
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.dlperf_ib import read_devices, read_ipoib  # noqa: E402
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"sysfs_root": {"type": "path", "default": "/"}}, supports_check_mode=True
+    )
+    root = module.params["sysfs_root"]
+    devices = read_devices(root)
+    module.exit_json(
+        changed=False, ib_present=bool(devices), devices=devices, ipoib=read_ipoib(root)
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""dlperf_job, run as Ansible runs it: one distributed training job over a host list."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+LOCAL = {
+    "ansible_connection": "local",
+    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+}
+INVENTORY = {"all": {"hosts": {"localhost": LOCAL}}}
+TRAIN = [
+    "--model",
+    "resnet18_v1.5",
+    "--width-multiplier",
+    "0.25",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "16",
+    "--classes",
+    "10",
+    "--iterations",
+    "6",
+    "--warmup-iterations",
+    "2",
+]
+
+
+def job(run_playbook, output: Path, check: bool, **options):
+    args = {
+        "hosts": "localhost:2",
+        "output": str(output),
+        "dlperf": str(BIN / "dlperf"),
+        "train_args": TRAIN,
+        "timeout": 240,
+        **options,
+    }
+    plays = [
+        {
+            "name": "Run one training job",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Run dlperf_job",
+                    "dlperf_job": args,
+                    "environment": {"PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"},
+                }
+            ],
+        }
+    ]
+    run = run_playbook(plays, INVENTORY, check=check)
+    ((_, _, result),) = run.task_results()
+    return run.rc, result
+
+
+def test_check_mode_returns_the_command_and_starts_nothing(run_playbook, tmp_path):
+    rc, result = job(run_playbook, tmp_path / "out", check=True, network_interface="eth1")
+    assert rc == 0 and result["changed"] is False
+    cmd = result["cmd"]
+    assert cmd[:5] == ["horovodrun", "-np", "2", "-H", "localhost:2"]
+    assert "--gloo" in cmd and cmd[cmd.index("--network-interface") + 1] == "eth1"
+    assert cmd[-2:] == ["--output", str(tmp_path / "out")]
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_rank_job_returns_its_parsed_result(run_playbook, tmp_path):
+    rc, result = job(run_playbook, tmp_path / "out", check=False)
+    assert rc == 0, result.get("msg")
+    assert result["changed"] is True
+    assert result["result"]["status"] == "ok" and result["result"]["world_size"] == 2
+    assert result["result"]["throughput_img_per_s"] > 0
+    assert Path(result["log"]).is_file() and Path(result["result_file"]).is_file()
+
+
+def test_failed_job_reports_the_tail_of_its_log(run_playbook, tmp_path):
+    rc, result = job(
+        run_playbook, tmp_path / "out", check=False, train_args=[*TRAIN, "--batch-size", "0"]
+    )
+    assert rc != 0
+    assert "dlperf job failed" in result["msg"]
+    assert "--batch-size 0" in result["msg"]  # dlperf's own message, from the log tail
+
+
+def test_more_processes_than_slots_is_refused(run_playbook, tmp_path):
+    rc, result = job(run_playbook, tmp_path / "out", check=True, np=8)
+    assert rc != 0 and "np=8 exceeds the 2 slots" in result["msg"]

@@ -1,0 +1,86 @@
+"""gpu_facts, run as Ansible runs it, against nvidia-smi outputs of three real layouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FAKE_SMI = str(FIXTURES / "bin" / "nvidia-smi")
+LOCAL = {
+    "ansible_connection": "local",
+    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+}
+INVENTORY = {"all": {"hosts": {"localhost": LOCAL}}}
+
+
+def gpu_facts(run_playbook, fixture: str, binary: str = FAKE_SMI) -> dict:
+    plays = [
+        {
+            "name": "Gather GPU facts",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Run gpu_facts",
+                    "gpu_facts": {"nvidia_smi": binary},
+                    "environment": {"NVSMI_FIXTURE": fixture},
+                }
+            ],
+        }
+    ]
+    run = run_playbook(plays, INVENTORY, check=True)
+    assert run.rc == 0, run.failed_tasks()
+    ((_, _, result),) = run.task_results()
+    return result
+
+
+@pytest.mark.parametrize(
+    ("fixture", "count", "memory", "layout", "sockets"),
+    [
+        ("c4140-k", 4, 16160, "single_switch_one_cpu", 1),
+        ("c4140-m", 4, 32510, "direct_both_cpus", 2),
+        ("dgx1", 8, 32510, "switched_both_cpus", 2),
+    ],
+)
+def test_layouts_are_classified(run_playbook, fixture, count, memory, layout, sockets):
+    facts = gpu_facts(run_playbook, str(FIXTURES / "nvidia-smi" / fixture))
+    assert facts["gpu_present"] and facts["driver_loaded"]
+    assert len(facts["gpus"]) == count
+    assert {g["memory_total_mib"] for g in facts["gpus"]} == {memory}
+    assert facts["pcie_layout"] == layout
+    assert facts["sockets"] == sockets
+    assert facts["nvlink"] is True
+    assert facts["driver_version"] == "450.80.02" and facts["cuda_version"] == "11.0"
+    assert facts["changed"] is False
+
+
+def test_per_gpu_details_and_affinity(run_playbook):
+    facts = gpu_facts(run_playbook, str(FIXTURES / "nvidia-smi" / "c4140-m"))
+    gpu2 = facts["gpus"][2]
+    assert gpu2["name"] == "Tesla V100-SXM2-32GB"
+    assert gpu2["uuid"].startswith("GPU-")
+    assert gpu2["pci_bus_id"] == "00000000:86:00.0"
+    assert gpu2["persistence_mode"] is True
+    assert (gpu2["cpu_affinity"], gpu2["numa_affinity"]) == ("20-39", "1")
+    assert facts["topology"]["GPU0"]["GPU1"] == "NV2"
+    assert facts["topology"]["GPU0"]["mlx5_0"] == "NODE"
+
+
+def test_persistence_mode_off_is_reported(run_playbook):
+    facts = gpu_facts(run_playbook, str(FIXTURES / "nvidia-smi" / "c4140-k"))
+    assert [g["persistence_mode"] for g in facts["gpus"]] == [True, True, True, False]
+
+
+def test_node_without_nvidia_smi_has_no_gpu_and_does_not_fail(run_playbook):
+    facts = gpu_facts(run_playbook, "unused", binary="/nonexistent/nvidia-smi")
+    assert facts["gpu_present"] is False and facts["gpus"] == []
+    assert facts["pcie_layout"] == "none"
+    assert "not found" in facts["message"]
+
+
+def test_node_whose_driver_is_not_loaded_has_no_gpu_and_does_not_fail(run_playbook):
+    facts = gpu_facts(run_playbook, "nodriver")
+    assert facts["gpu_present"] is False
+    assert "couldn't communicate with the NVIDIA driver" in facts["message"]

@@ -1,0 +1,90 @@
+"""ib_facts, run as Ansible runs it, on sysfs captured from a real soft-RoCE (rxe) device.
+
+tests/fixtures/rxe/sysfs.tar.gz comes from tests/fixtures/rxe/capture.sh: a Debian 12 VM with
+a real kernel, `rdma link add rxe0 type rxe netdev eth0`, and ib_write_bw traffic through it.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+LOCAL = {
+    "ansible_connection": "local",
+    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+}
+INVENTORY = {"all": {"hosts": {"localhost": LOCAL}}}
+
+
+def ib_facts(run_playbook, root: Path) -> dict:
+    plays = [
+        {
+            "name": "Gather RDMA facts",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [{"name": "Run ib_facts", "ib_facts": {"sysfs_root": str(root)}}],
+        }
+    ]
+    run = run_playbook(plays, INVENTORY, check=True)
+    assert run.rc == 0, run.failed_tasks()
+    ((_, _, result),) = run.task_results()
+    return result
+
+
+@pytest.fixture(scope="module")
+def rxe_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("rxe")
+    with tarfile.open(FIXTURES / "rxe" / "sysfs.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+def test_soft_roce_device_and_port_are_reported(run_playbook, rxe_root):
+    facts = ib_facts(run_playbook, rxe_root)
+    assert facts["ib_present"] is True
+    (dev,) = facts["devices"]
+    assert dev["name"] == "rxe0" and dev["soft_roce"] is True
+    assert dev["node_type"].startswith("1")  # "1: CA"
+    port = dev["ports"]["1"]
+    assert port["state"] == "ACTIVE" and port["phys_state"] == "LinkUp"
+    assert port["link_layer"] == "Ethernet"
+    assert port["rate_gbps"] and port["rate"].endswith(")")
+    assert port["gids"], "a RoCE port has at least its link-local GID"
+
+
+def test_data_counters_are_converted_from_words_to_bytes(run_playbook, rxe_root):
+    facts = ib_facts(run_playbook, rxe_root)
+    counters = facts["devices"][0]["ports"]["1"]["counters"]
+    raw = rxe_root / "sys/class/infiniband/rxe0/ports/1/counters"
+    words = int((raw / "port_xmit_data").read_text())
+    assert words > 0, "the capture pushed traffic through the device"
+    assert counters["port_xmit_bytes"] == 4 * words
+    assert counters["port_rcv_bytes"] == 4 * int((raw / "port_rcv_data").read_text())
+    assert counters["port_xmit_packets"] == int((raw / "port_xmit_packets").read_text())
+
+
+def test_ipoib_interfaces_are_found_by_link_type(run_playbook, tmp_path):
+    # A node with an IPoIB interface: ib0 (type 32 = ARPHRD_INFINIBAND) in connected mode.
+    net = tmp_path / "sys/class/net"
+    for name, kind, extra in (
+        ("ib0", "32", {"mode": "connected", "mtu": "65520"}),
+        ("eth0", "1", {"mtu": "1500"}),
+    ):
+        (net / name).mkdir(parents=True)
+        (net / name / "type").write_text(kind + "\n")
+        (net / name / "operstate").write_text("up\n")
+        for key, value in extra.items():
+            (net / name / key).write_text(value + "\n")
+    facts = ib_facts(run_playbook, tmp_path)
+    assert facts["ib_present"] is False and facts["devices"] == []
+    assert [(i["name"], i["mode"], i["mtu"]) for i in facts["ipoib"]] == [
+        ("ib0", "connected", 65520)
+    ]
+
+
+def test_node_without_rdma_reports_nothing_and_does_not_fail(run_playbook, tmp_path):
+    facts = ib_facts(run_playbook, tmp_path)
+    assert facts["ib_present"] is False and facts["devices"] == [] and facts["ipoib"] == []
