@@ -86,6 +86,53 @@ def _data_parser(sub) -> None:
     dig.add_argument("--image-size", type=int, default=32)
 
 
+def _telemetry_parser(sub) -> None:
+    p = sub.add_parser(
+        "telemetry", help="sample storage, fabric, GPU and host counters until stopped"
+    )
+    p.add_argument("--output", type=Path, required=True, help="JSON-lines file to write")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024, help="file size limit")
+
+
+def _sweep_parser(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="one training point per node count, with telemetry; resumable",
+        description="Any further flags are passed to every `dlperf train`.",
+    )
+    p.add_argument("--nodes", default="1,2,4,8", help="node counts, e.g. 1,2,4,8")
+    p.add_argument("--procs-per-node", type=int, default=1, help="workers per node (GPUs per node)")
+    p.add_argument(
+        "--launcher",
+        choices=["local", "hosts"],
+        default="local",
+        help="local: N x P processes here; hosts: over --hosts by SSH (Horovod)",
+    )
+    p.add_argument("--hosts", default="", help="hosts in launch order (--launcher hosts)")
+    p.add_argument(
+        "--controller", choices=["gloo", "mpi"], default="gloo", help="Horovod controller"
+    )
+    p.add_argument("--network-interface", default=None, help="interface for Horovod traffic")
+    p.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    p.add_argument(
+        "--run-id", default=None, help="sweep id (default: a timestamp); reuse it to resume"
+    )
+    p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between samples")
+    p.add_argument("--timeout", type=int, default=24 * 3600, help="seconds per point")
+    p.add_argument("--quiet", action="store_true", help="plain lines instead of a progress display")
+
+
+def _report_parser(sub) -> None:
+    p = sub.add_parser("report", help="figures 3-6, summary table and HTML from a sweep")
+    p.add_argument("results", type=Path, help="RESULTS/RUN_ID directory of a sweep")
+    p.add_argument("--output", type=Path, required=True, help="directory for PNGs and index.html")
+    p.add_argument(
+        "--baseline", type=Path, default=None, help="another sweep to compare throughput with"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dlperf",
@@ -100,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _train_parser(sub)
     _data_parser(sub)
+    _telemetry_parser(sub)
+    _sweep_parser(sub)
+    _report_parser(sub)
     return parser
 
 
@@ -192,14 +242,89 @@ def run_data(args) -> int:
     return 0
 
 
+def run_telemetry(args) -> int:
+    if args.interval <= 0:
+        raise UsageError(f"--interval {args.interval}: must be > 0")
+    if args.max_bytes < 4096:
+        raise UsageError(f"--max-bytes {args.max_bytes}: must be >= 4096")
+    from dlperf.telemetry.sampler import run_sampler
+
+    run_sampler(args.output, args.interval, args.duration, args.max_bytes)
+    return 0
+
+
+def run_sweep_command(args, train_args: list[str]) -> int:
+    import time
+
+    from dlperf.sweep import SweepConfig, SweepError, parse_nodes, run_sweep
+
+    try:
+        cfg = SweepConfig(
+            nodes=parse_nodes(args.nodes),
+            procs_per_node=args.procs_per_node,
+            launcher=args.launcher,
+            results=args.results,
+            run_id=args.run_id or time.strftime("%Y%m%d-%H%M%S"),
+            train_args=train_args,
+            hosts=[h for h in args.hosts.split(",") if h],
+            controller=args.controller,
+            network_interface=args.network_interface,
+            telemetry_interval=args.telemetry_interval,
+            timeout=args.timeout,
+            quiet=args.quiet,
+        )
+        if args.quiet:
+            outcome = run_sweep(
+                cfg, lambda n, s: print(f"sweep {cfg.run_id}: {n} node(s): {s}", flush=True)
+            )
+        else:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            with console.status(f"sweep {cfg.run_id}") as status:
+
+                def progress(n, state):
+                    status.update(f"sweep {cfg.run_id}: {n} node(s): {state}")
+                    if state != "running":
+                        console.log(f"{n} node(s): {state}")
+
+                outcome = run_sweep(cfg, progress)
+    except SweepError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"results in {cfg.results / cfg.run_id}")
+    return 0 if all(v in ("ok", "skipped") for v in outcome.values()) else 1
+
+
+def run_report(args) -> int:
+    from dlperf.report.data import ReportError
+    from dlperf.report.html import build_report
+
+    try:
+        report = build_report(args.results, args.output, args.baseline)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"report: {report['html']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    if extra and args.command != "sweep":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        return {"train": run_train, "data": run_data}[args.command](args)
+        if args.command == "sweep":
+            return run_sweep_command(args, extra)
+        handlers = {
+            "train": run_train,
+            "data": run_data,
+            "telemetry": run_telemetry,
+            "report": run_report,
+        }
+        return handlers[args.command](args)
     except UsageError as exc:
         print(f"dlperf {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -37,18 +37,38 @@ def _state(value: str | None) -> dict:
     }
 
 
-def port_counters(port_dir: str) -> dict:
+def port_counters(port_dir: str, parent_netdev_dir: str | None = None) -> dict:
+    """Data and packet counters of one port.
+
+    HCAs expose the IB performance counters under ports/N/counters (data in 4-byte words).
+    Soft-RoCE (rxe) has none of those, only ports/N/hw_counters (sent_pkts, rcvd_pkts): its
+    bytes are taken from the parent Ethernet device's statistics, and ``source`` says so.
+    """
     counters = os.path.join(port_dir, "counters")
-    out = {}
-    for name in DATA_COUNTERS:
-        words = _int(os.path.join(counters, name))
-        out[name.replace("_data", "_bytes")] = words * 4 if words is not None else None
-    for name in PACKET_COUNTERS:
-        out[name] = _int(os.path.join(counters, name))
+    out: dict = {}
+    if os.path.isdir(counters):
+        for name in DATA_COUNTERS:
+            words = _int(os.path.join(counters, name))
+            out[name.replace("_data", "_bytes")] = words * 4 if words is not None else None
+        for name in PACKET_COUNTERS:
+            out[name] = _int(os.path.join(counters, name))
+        out["source"] = "port counters"
+        return out
+    hw = os.path.join(port_dir, "hw_counters")
+    out["port_xmit_packets"] = _int(os.path.join(hw, "sent_pkts"))
+    out["port_rcv_packets"] = _int(os.path.join(hw, "rcvd_pkts"))
+    if parent_netdev_dir:
+        stats = os.path.join(parent_netdev_dir, "statistics")
+        out["port_xmit_bytes"] = _int(os.path.join(stats, "tx_bytes"))
+        out["port_rcv_bytes"] = _int(os.path.join(stats, "rx_bytes"))
+        out["source"] = f"hw_counters + netdev {os.path.basename(parent_netdev_dir)}"
+    else:
+        out["port_xmit_bytes"] = out["port_rcv_bytes"] = None
+        out["source"] = "hw_counters"
     return out
 
 
-def read_port(port_dir: str) -> dict:
+def read_port(port_dir: str, parent_netdev_dir: str | None = None) -> dict:
     gids = []
     gid_dir = os.path.join(port_dir, "gids")
     if os.path.isdir(gid_dir):
@@ -71,7 +91,7 @@ def read_port(port_dir: str) -> dict:
         "link_layer": _read(os.path.join(port_dir, "link_layer")),
         "lid": _read(os.path.join(port_dir, "lid")),
         "gids": gids,
-        "counters": port_counters(port_dir),
+        "counters": port_counters(port_dir, parent_netdev_dir),
     }
 
 
@@ -83,11 +103,12 @@ def read_devices(sysfs_root: str = "/") -> list[dict]:
     for name in sorted(os.listdir(base)):
         dev = os.path.join(base, name)
         ports_dir = os.path.join(dev, "ports")
+        netdev = _read(os.path.join(dev, "parent")) or None
+        netdev_dir = os.path.join(sysfs_root, "sys/class/net", netdev) if netdev else None
         ports = {}
         if os.path.isdir(ports_dir):
             for port in sorted(os.listdir(ports_dir)):
-                ports[port] = read_port(os.path.join(ports_dir, port))
-        netdev = _read(os.path.join(dev, "parent")) or None
+                ports[port] = read_port(os.path.join(ports_dir, port), netdev_dir)
         devices.append(
             {
                 "name": name,

@@ -11,6 +11,8 @@ description:
     and returns each device's firmware, node type and GUID, and per port the state, physical
     state, rate, link layer, LID, GIDs and data counters in bytes (C(port_xmit_data) and
     C(port_rcv_data) count 4-byte words; this module multiplies by 4).
+  - Soft-RoCE (C(rxe)) devices have no such port counters, only C(hw_counters) (packets); their
+    byte counts come from the parent Ethernet device's statistics (C(counters.source) says so).
   - Reads C(/sys/class/net) for IPoIB interfaces (type 32) with their mode and MTU.
   - No RDMA device is not a failure - C(ib_present=false).
 version_added: "0.1.0"

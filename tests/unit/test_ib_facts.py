@@ -55,15 +55,48 @@ def test_soft_roce_device_and_port_are_reported(run_playbook, rxe_root):
     assert port["gids"], "a RoCE port has at least its link-local GID"
 
 
-def test_data_counters_are_converted_from_words_to_bytes(run_playbook, rxe_root):
+def test_soft_roce_bytes_come_from_the_parent_netdev(run_playbook, rxe_root):
+    # rxe has no IB performance counters (no ports/1/counters), only hw_counters (packets).
+    port_dir = rxe_root / "sys/class/infiniband/rxe0/ports/1"
+    assert not (port_dir / "counters").exists() and (port_dir / "hw_counters").is_dir()
     facts = ib_facts(run_playbook, rxe_root)
     counters = facts["devices"][0]["ports"]["1"]["counters"]
-    raw = rxe_root / "sys/class/infiniband/rxe0/ports/1/counters"
-    words = int((raw / "port_xmit_data").read_text())
-    assert words > 0, "the capture pushed traffic through the device"
-    assert counters["port_xmit_bytes"] == 4 * words
-    assert counters["port_rcv_bytes"] == 4 * int((raw / "port_rcv_data").read_text())
-    assert counters["port_xmit_packets"] == int((raw / "port_xmit_packets").read_text())
+    assert facts["devices"][0]["parent_netdev"] == "eth0"
+    assert counters["source"] == "hw_counters + netdev eth0"
+    assert counters["port_xmit_packets"] == int((port_dir / "hw_counters/sent_pkts").read_text())
+    assert counters["port_xmit_packets"] > 0, "the capture pushed RDMA traffic through rxe0"
+    stats = rxe_root / "sys/class/net/eth0/statistics"
+    assert counters["port_xmit_bytes"] == int((stats / "tx_bytes").read_text())
+    assert counters["port_rcv_bytes"] == int((stats / "rx_bytes").read_text())
+
+
+def test_hca_data_counters_are_converted_from_words_to_bytes(run_playbook, tmp_path):
+    # An InfiniBand HCA port (mlx5 layout): port_xmit_data/port_rcv_data count 4-byte words.
+    port = tmp_path / "sys/class/infiniband/mlx5_0/ports/1"
+    (port / "counters").mkdir(parents=True)
+    for name, value in {
+        "state": "4: ACTIVE",
+        "phys_state": "5: LinkUp",
+        "rate": "100 Gb/sec (4X EDR)",
+        "link_layer": "InfiniBand",
+        "lid": "0x3",
+    }.items():
+        (port / name).write_text(value + "\n")
+    for name, value in {
+        "port_xmit_data": 1000,
+        "port_rcv_data": 250,
+        "port_xmit_packets": 7,
+        "port_rcv_packets": 3,
+    }.items():
+        (port / "counters" / name).write_text(f"{value}\n")
+    (port.parents[1] / "fw_ver").write_text("16.35.2000\n")
+    facts = ib_facts(run_playbook, tmp_path)
+    (dev,) = facts["devices"]
+    assert dev["soft_roce"] is False and dev["firmware"] == "16.35.2000"
+    p = dev["ports"]["1"]
+    assert (p["state"], p["rate_gbps"], p["link_layer"]) == ("ACTIVE", 100.0, "InfiniBand")
+    assert p["counters"]["port_xmit_bytes"] == 4000 and p["counters"]["port_rcv_bytes"] == 1000
+    assert p["counters"]["source"] == "port counters"
 
 
 def test_ipoib_interfaces_are_found_by_link_type(run_playbook, tmp_path):

@@ -1,0 +1,130 @@
+"""Load a sweep's results and telemetry into plain series for the figures and the table."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlperf.results import SCHEMA_VERSION
+from dlperf.telemetry.sampler import read_samples
+
+POINT = re.compile(r"^(\d+)nodes$")
+
+
+class ReportError(Exception):
+    """Unusable results directory; the message names the file."""
+
+
+@dataclass
+class Point:
+    nodes: int
+    result: dict
+    telemetry: dict[str, tuple[dict, list[dict]]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.result.get("status") == "ok"
+
+
+def load_points(results: Path) -> list[Point]:
+    if not results.is_dir():
+        raise ReportError(f"{results}: no such directory")
+    points = []
+    for child in sorted(results.iterdir()):
+        match = POINT.match(child.name)
+        if not match or not child.is_dir():
+            continue
+        path = child / "result.json"
+        try:
+            result = json.loads(path.read_text())
+        except FileNotFoundError:
+            result = {"status": "missing", "error": f"{path} does not exist"}
+        except (OSError, ValueError) as exc:
+            raise ReportError(f"{path}: not a readable result file ({exc})") from exc
+        if result.get("status") != "missing" and result.get("schema_version") != SCHEMA_VERSION:
+            raise ReportError(
+                f"{path}: schema_version {result.get('schema_version')!r}, "
+                f"expected {SCHEMA_VERSION}"
+            )
+        telemetry = {}
+        for tfile in sorted((child / "telemetry").glob("*.jsonl")):
+            telemetry[tfile.stem] = read_samples(tfile)
+        points.append(Point(int(match.group(1)), result, telemetry))
+    if not points:
+        raise ReportError(f"{results}: no <N>nodes/ result directories (is this a dlperf sweep?)")
+    return sorted(points, key=lambda p: p.nodes)
+
+
+def rate_series(
+    rows: list[dict], section: str, key: str, select=None
+) -> tuple[list[float], list[float]]:
+    """Sum a cumulative counter over the section's entries, as MB/s between samples."""
+    times, totals = [], []
+    for row in rows:
+        entries = row.get(section)
+        if not entries:  # source missing, or nothing of that kind on the node (no NFS mount)
+            continue
+        total = sum(v.get(key) or 0 for k, v in entries.items() if select is None or select(k))
+        times.append(row["t"])
+        totals.append(total)
+    xs, ys = [], []
+    for i in range(1, len(times)):
+        dt = times[i] - times[i - 1]
+        if dt > 0:
+            xs.append(times[i] - times[0])
+            ys.append(max(0.0, (totals[i] - totals[i - 1]) / dt / 1e6))
+    return xs, ys
+
+
+def cluster_rate(
+    point: Point, section: str, key: str, select=None
+) -> tuple[list[float], list[float]] | None:
+    """Rate summed over the point's hosts (aligned on each host's own sample times)."""
+    series = [rate_series(rows, section, key, select) for _, rows in point.telemetry.values()]
+    series = [s for s in series if s[0]]
+    if not series:
+        return None
+    length = min(len(s[0]) for s in series)
+    xs = series[0][0][:length]
+    ys = [sum(s[1][i] for s in series) for i in range(length)]
+    return xs, ys
+
+
+def missing_sources(point: Point, source: str) -> list[str]:
+    reasons = []
+    for host, (header, _) in point.telemetry.items():
+        if source in header.get("missing", {}):
+            reasons.append(f"{host}: {header['missing'][source]}")
+    return reasons
+
+
+def summary_rows(points: list[Point]) -> list[dict]:
+    base = next((p for p in points if p.ok), None)
+    rows = []
+    for p in points:
+        r = p.result
+        tta, base_tta = (
+            r.get("time_to_accuracy_s"),
+            base.result.get("time_to_accuracy_s") if base else None,
+        )
+        speedup = base_tta / tta if (p.ok and tta and base_tta) else None
+        tput, base_tput = (
+            r.get("throughput_img_per_s"),
+            base.result.get("throughput_img_per_s") if base else None,
+        )
+        rows.append(
+            {
+                "nodes": p.nodes,
+                "workers": r.get("world_size"),
+                "status": r.get("status"),
+                "epochs": r.get("epochs"),
+                "time_to_accuracy_s": tta,
+                "speedup": speedup,
+                "scaling_efficiency": speedup * base.nodes / p.nodes if speedup and base else None,
+                "throughput_img_per_s": tput,
+                "throughput_speedup": tput / base_tput if (p.ok and tput and base_tput) else None,
+            }
+        )
+    return rows

@@ -1,0 +1,143 @@
+"""The seed's figures 3-6 from a sweep (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import yaml
+
+from dlperf.report.data import Point, cluster_rate, missing_sources, summary_rows
+
+
+def reference() -> dict:
+    return yaml.safe_load(resources.files("dlperf.report").joinpath("reference.yaml").read_text())
+
+
+def _no_data(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9, transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def fig_time_to_accuracy(points: list[Point], with_reference: bool = True):
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rows = summary_rows(points)
+    labels = [str(r["nodes"]) for r in rows]
+    minutes = [(r["time_to_accuracy_s"] or 0) / 60 for r in rows]
+    bars = ax.bar(
+        labels, minutes, color=["#4878a8" if r["status"] == "ok" else "#bbbbbb" for r in rows]
+    )
+    for bar, r in zip(bars, rows, strict=True):
+        if r["status"] != "ok" or r["time_to_accuracy_s"] is None:
+            note = r["status"] if r["status"] != "ok" else "target not reached"
+        else:
+            note = f"{r['speedup']:.2f}x\n{r['epochs']} ep"
+        ax.annotate(
+            note,
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("time to target top-1 (minutes)")
+    ax.set_title("Fig. 3a: time to accuracy")
+    ok = [r for r in rows if r["speedup"]]
+    ax2.plot([r["nodes"] for r in ok], [r["speedup"] for r in ok], "o-", label="this run")
+    nodes = [r["nodes"] for r in rows]
+    ax2.plot(nodes, [n / nodes[0] for n in nodes], ":", color="grey", label="linear")
+    if with_reference:
+        seed = reference()["seed_ready_solution_v1_1"]["speedup_vs_1_node"]
+        ax2.plot(list(seed), list(seed.values()), "s--", label="seed (C4140-M, 4x V100/node)")
+    ax2.set_xlabel("nodes")
+    ax2.set_ylabel("speedup over the smallest point")
+    ax2.set_title("Fig. 3b: time-to-accuracy speedup")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def fig_throughput(points: list[Point], baseline: list[Point] | None = None):
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    nodes = sorted({p.nodes for p in points} | {p.nodes for p in baseline or []})
+    width = 0.4 if baseline else 0.6
+
+    def values(ps):
+        by = {p.nodes: p.result.get("throughput_img_per_s") or 0 for p in ps if p.ok}
+        return [by.get(n, 0) for n in nodes]
+
+    xs = range(len(nodes))
+    ax.bar(
+        [x - (width / 2 if baseline else 0) for x in xs], values(points), width, label="this run"
+    )
+    if baseline:
+        ax.bar([x + width / 2 for x in xs], values(baseline), width, label="baseline")
+        ax.legend(fontsize=8)
+    ax.set_xticks(list(xs), [str(n) for n in nodes])
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("training throughput (images/s)")
+    ax.set_title("Fig. 4: throughput")
+    fig.tight_layout()
+    return fig
+
+
+def _over_time(
+    points: list[Point],
+    section: str,
+    keys: list[tuple[str, str]],
+    title: str,
+    ylabel: str,
+    source: str,
+    empty: str,
+):
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = 0
+    reasons = []
+    for p in points:
+        for key, style in keys:
+            series = cluster_rate(p, section, key)
+            if series and series[0]:
+                suffix = "" if len(keys) == 1 else f" {key.split('_')[0]}"
+                ax.plot(series[0], series[1], style, label=f"{p.nodes} node(s){suffix}")
+                drawn += 1
+        if not p.telemetry:
+            reasons.append(f"{p.nodes} node(s): no telemetry recorded")
+        reasons += [f"{p.nodes} node(s): {r}" for r in missing_sources(p, source)]
+    ax.set_title(title)
+    if drawn:
+        ax.set_xlabel("seconds since the point started")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+    else:
+        reasons = reasons or [empty]
+        _no_data(ax, "no data\n" + "\n".join(sorted(set(reasons))[:6]))
+    fig.tight_layout()
+    return fig, drawn, reasons
+
+
+def fig_nas(points: list[Point]):
+    return _over_time(
+        points,
+        "nfs",
+        [("read_bytes", "-")],
+        "Fig. 5: NAS (NFS) read throughput",
+        "NFS read (MB/s, all nodes)",
+        "nfs",
+        "the sampled nodes had no NFS mounts",
+    )
+
+
+def fig_fabric(points: list[Point]):
+    return _over_time(
+        points,
+        "fabric",
+        [("xmit_bytes", "-"), ("rcv_bytes", "--")],
+        "Fig. 6: fabric send/receive throughput",
+        "RDMA port data (MB/s, all nodes)",
+        "fabric",
+        "the sampled nodes had no RDMA port counters",
+    )

@@ -1,0 +1,115 @@
+"""`dlperf report`: PNGs and one self-contained HTML page."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from dlperf.report.data import load_points, summary_rows
+from dlperf.report.figures import (
+    fig_fabric,
+    fig_nas,
+    fig_throughput,
+    fig_time_to_accuracy,
+    reference,
+)
+from dlperf.results import write_atomic
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+    "table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}img{max-width:100%}"
+)
+
+
+def _fmt(value, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def build_report(results: Path, output: Path, baseline: Path | None = None) -> dict:
+    points = load_points(results)
+    base = load_points(baseline) if baseline else None
+    output.mkdir(parents=True, exist_ok=True)
+    nas, nas_drawn, nas_why = fig_nas(points)
+    fabric, fabric_drawn, fabric_why = fig_fabric(points)
+    figures = {
+        "fig3_time_to_accuracy": fig_time_to_accuracy(points),
+        "fig4_throughput": fig_throughput(points, base),
+        "fig5_nas_read": nas,
+        "fig6_fabric": fabric,
+    }
+    images = {}
+    for name, fig in figures.items():
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        plt.close(fig)
+        (output / f"{name}.png").write_bytes(buf.getvalue())
+        images[name] = base64.b64encode(buf.getvalue()).decode()
+    rows = summary_rows(points)
+    ref = reference()
+    seed = ref["seed_ready_solution_v1_1"]
+    table = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{c}</td>"
+            for c in (
+                r["nodes"],
+                _fmt(r["workers"], "d"),
+                html.escape(str(r["status"])),
+                _fmt(r["epochs"], "d"),
+                _fmt(r["time_to_accuracy_s"], ".1f"),
+                _fmt(r["speedup"], ".2f"),
+                _fmt(r["scaling_efficiency"], ".0%"),
+                _fmt(r["throughput_img_per_s"], ".1f"),
+            )
+        )
+        + "</tr>"
+        for r in rows
+    )
+    failures = "".join(
+        f"<li>{p.nodes} node(s): "
+        f"<pre>{html.escape(str(p.result.get('error', ''))[-1500:])}</pre></li>"
+        for p in points
+        if not p.ok
+    )
+    mlperf = "".join(
+        f"<tr><td>{html.escape(s['name'])}</td><td>{s['gpus']}</td><td>{s['minutes']}</td>"
+        f"<td>{s['epochs']}</td></tr>"
+        for s in ref["mlperf_training_v0_5_resnet_scale_up"]["systems"]
+    )
+    notes = [("Fig. 5", nas_drawn, nas_why), ("Fig. 6", fabric_drawn, fabric_why)]
+    missing = "".join(
+        f"<li>{name}: {html.escape('; '.join(sorted(set(why))) or 'no samples')}</li>"
+        for name, drawn, why in notes
+        if not drawn or why
+    )
+    page = (
+        f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>dlperf report: {html.escape(results.name)}</title>
+<style>{STYLE}</style></head>
+<body><h1>dlperf report: {html.escape(results.name)}</h1>
+<h2>Summary</h2>
+<table><tr><th>nodes</th><th>workers</th><th>status</th><th>epochs</th><th>time to accuracy (s)</th>
+<th>speedup</th><th>scaling efficiency</th><th>img/s</th></tr>{table}</table>
+{"<h2>Failed or missing points</h2><ul>" + failures + "</ul>" if failures else ""}
+{"<h2>Missing telemetry</h2><ul>" + missing + "</ul>" if missing else ""}
+"""
+        + "".join(
+            f'<h2>{name}</h2><img alt="{name}" src="data:image/png;base64,{data}">'
+            for name, data in images.items()
+        )
+        + f"""
+<h2>Reference</h2><p>{html.escape(seed["source"])}: speedups
+{seed["speedup_vs_1_node"]}, epochs {seed["epochs_to_converge"]}.</p>
+<p>{html.escape(ref["mlperf_training_v0_5_resnet_scale_up"]["source"])} (scale-up systems):</p>
+<table><tr><th>system</th><th>GPUs</th><th>minutes</th><th>epochs</th></tr>{mlperf}</table>
+</body></html>
+"""
+    )
+    (output / "index.html").write_text(page)
+    write_atomic(output / "summary.json", {"rows": rows})
+    return {"figures": figures, "rows": rows, "html": output / "index.html"}

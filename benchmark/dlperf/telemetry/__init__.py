@@ -1,0 +1,1 @@
+"""Telemetry: periodic samples of storage, fabric, GPU and host counters on one node."""

@@ -1,0 +1,118 @@
+"""`dlperf telemetry`: sample every source at a fixed interval into a JSON-lines file.
+
+Line 1 is a header (host, interval, which sources are available and why others are missing);
+every further line is one sample ``{"t": unix_time, "nfs": {...}, "fabric": {...}, ...}`` of
+cumulative counters (the report turns them into rates). The file never grows past
+``max_bytes``: sampling stops there and a final ``{"truncated": true}`` line says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dlperf.telemetry import sources
+
+SOURCES: dict[str, Callable[[], dict]] = {
+    "nfs": sources.nfs,
+    "block": sources.block,
+    "network": sources.network,
+    "fabric": sources.fabric,
+    "host": sources.host,
+}
+
+
+class Sampler:
+    def __init__(self, output: Path, interval: float, max_bytes: int = 64 * 1024 * 1024):
+        self.output, self.interval, self.max_bytes = output, interval, max_bytes
+        self.sources = dict(SOURCES)
+        self.missing: dict[str, str] = {}
+        try:
+            self.sources["gpu"] = sources.Gpu()
+        except sources.SourceMissing as exc:
+            self.missing["gpu"] = str(exc)
+        self._stop = False
+
+    def stop(self, *_args) -> None:
+        self._stop = True
+
+    def sample(self) -> dict:
+        row: dict = {"t": time.time()}
+        for name, read in list(self.sources.items()):
+            try:
+                row[name] = read()
+            except sources.SourceMissing as exc:
+                self.missing[name] = str(exc)
+                del self.sources[name]
+            except Exception as exc:  # a broken source is recorded, never fatal
+                self.missing[name] = f"{type(exc).__name__}: {exc}"
+                del self.sources[name]
+        return row
+
+    def run(self, duration: float | None = None) -> int:
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        first = self.sample()
+        header = {
+            "header": True,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "interval_s": self.interval,
+            "sources": sorted(self.sources),
+            "missing": self.missing,
+        }
+        written = rows = 0
+        end = time.monotonic() + duration if duration else None
+        with self.output.open("w") as fh:
+            for record in (header, first):
+                line = json.dumps(record) + "\n"
+                fh.write(line)
+                written += len(line)
+            rows = 1
+            fh.flush()
+            next_t = time.monotonic() + self.interval
+            truncated = False
+            while not self._stop and (end is None or time.monotonic() < end):
+                time.sleep(max(0.0, next_t - time.monotonic()))
+                next_t += self.interval
+                line = json.dumps(self.sample()) + "\n"
+                if written + len(line) > self.max_bytes:
+                    fh.write(json.dumps({"truncated": True, "t": time.time()}) + "\n")
+                    truncated = True
+                    break
+                fh.write(line)
+                fh.flush()
+                written += len(line)
+                rows += 1
+            if not truncated:  # one last sample at stop: the counters cover the whole run
+                fh.write(json.dumps(self.sample()) + "\n")
+                rows += 1
+        return rows
+
+
+def run_sampler(output: Path, interval: float, duration: float | None, max_bytes: int) -> int:
+    sampler = Sampler(output, interval, max_bytes)
+    signal.signal(signal.SIGTERM, sampler.stop)
+    signal.signal(signal.SIGINT, sampler.stop)
+    return sampler.run(duration)
+
+
+def read_samples(path: Path) -> tuple[dict, list[dict]]:
+    """Header and samples of a telemetry file; a torn last line (killed writer) is ignored."""
+    header: dict = {}
+    rows: list[dict] = []
+    with path.open() as fh:
+        for line in fh:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("header"):
+                header = record
+            elif "t" in record and not record.get("truncated"):
+                rows.append(record)
+    return header, rows

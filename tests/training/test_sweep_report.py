@@ -1,0 +1,273 @@
+"""`dlperf sweep --launcher local` over 1 and 2 processes, resumption, and `dlperf report`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from dlperf.report.html import build_report
+
+from .conftest import BIN, ENV, TINY, dlperf
+
+TTA = [
+    *TINY,
+    "--batch-size",
+    "32",
+    "--mode",
+    "tta",
+    "--target-top1",
+    "0.6",
+    "--max-epochs",
+    "8",
+    "--warmup-epochs",
+    "1",
+    "--lr-per-256",
+    "1.0",
+]
+
+
+def sweep(results: Path, run_id: str, *train: str, nodes: str = "1,2"):
+    return dlperf(
+        "sweep",
+        "--quiet",
+        "--nodes",
+        nodes,
+        "--results",
+        str(results),
+        "--run-id",
+        run_id,
+        "--telemetry-interval",
+        "0.5",
+        *train,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, digits) -> Path:
+    results = tmp_path_factory.mktemp("results")
+    proc = sweep(
+        results,
+        "tta",
+        *TTA,
+        "--data",
+        str(digits / "train.rec"),
+        "--val-data",
+        str(digits / "val.rec"),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return results / "tta"
+
+
+def test_sweep_writes_one_complete_point_per_node_count(swept):
+    for n in (1, 2):
+        point = swept / f"{n}nodes"
+        result = json.loads((point / "result.json").read_text())
+        assert result["status"] == "ok" and result["world_size"] == n and result["reached_target"]
+        assert (point / "mllog.txt").is_file() and (point / "train.log").is_file()
+        (telemetry,) = (point / "telemetry").glob("*.jsonl")
+        lines = [json.loads(line) for line in telemetry.read_text().splitlines()]
+        assert (
+            lines[0]["header"] and "gpu" in lines[0]["missing"]
+        )  # no GPU here: recorded, not fatal
+        assert len(lines) >= 3 and all("host" in row and "network" in row for row in lines[1:])
+    assert not list(swept.glob(".*partial"))
+
+
+def test_completed_points_are_skipped_on_rerun(swept, digits):
+    before = {n: (swept / f"{n}nodes/result.json").stat().st_mtime_ns for n in (1, 2)}
+    proc = sweep(
+        swept.parent,
+        "tta",
+        *TTA,
+        "--data",
+        str(digits / "train.rec"),
+        "--val-data",
+        str(digits / "val.rec"),
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.count("skipped") == 2
+    assert before == {n: (swept / f"{n}nodes/result.json").stat().st_mtime_ns for n in (1, 2)}
+
+
+def test_sweep_resumes_after_interrupted_point(tmp_path):
+    train = [
+        *TINY,
+        "--batch-size",
+        "16",
+        "--classes",
+        "10",
+        "--iterations",
+        "400",
+        "--warmup-iterations",
+        "2",
+    ]
+    cmd = [
+        str(BIN / "dlperf"),
+        "sweep",
+        "--quiet",
+        "--nodes",
+        "1,2",
+        "--results",
+        str(tmp_path),
+        "--run-id",
+        "cut",
+        "--telemetry-interval",
+        "0.5",
+        *train,
+    ]
+    proc = subprocess.Popen(
+        cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    partial = tmp_path / "cut" / ".2nodes.partial"
+    deadline = time.monotonic() + 300
+    while not partial.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert partial.exists(), "the sweep never reached its second point"
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep dies mid-point
+    proc.wait()
+    assert not (tmp_path / "cut" / "2nodes").exists(), "an interrupted point must not look finished"
+    first = (tmp_path / "cut" / "1nodes" / "result.json").read_text()
+
+    short = [a if a != "400" else "6" for a in train]
+    # Resuming takes the same settings; other train flags under the same run id are refused.
+    rerun = sweep(tmp_path, "cut", *train)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "1 node(s): skipped" in rerun.stdout and "2 node(s): ok" in rerun.stdout
+    assert (tmp_path / "cut" / "1nodes" / "result.json").read_text() == first
+    assert json.loads((tmp_path / "cut" / "2nodes" / "result.json").read_text())["world_size"] == 2
+    assert not partial.exists()
+    other = sweep(tmp_path, "cut", *short)
+    assert other.returncode == 2 and "other settings" in other.stderr
+
+
+def test_failed_point_is_recorded_with_its_log_tail_and_the_sweep_goes_on(tmp_path):
+    bad = tmp_path / "bad.rec"
+    bad.write_bytes(b"\x00not a record file" * 64)
+    proc = sweep(
+        tmp_path,
+        "bad",
+        *TINY,
+        "--batch-size",
+        "8",
+        "--classes",
+        "10",
+        "--iterations",
+        "3",
+        "--warmup-iterations",
+        "1",
+        "--data",
+        str(bad),
+    )
+    assert proc.returncode == 1
+    for n in (1, 2):
+        result = json.loads((tmp_path / "bad" / f"{n}nodes" / "result.json").read_text())
+        assert result["status"] == "failed" and "log tail" in result["error"]
+    report = dlperf("report", str(tmp_path / "bad"), "--output", str(tmp_path / "report"))
+    assert report.returncode == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Failed or missing points" in page and page.count("<td>failed</td>") == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--nodes", "1,x"], "--nodes '1,x'"),
+        (["--nodes", "0"], "must be >= 1"),
+        (["--nodes", "1,1"], "appears twice"),
+        (["--launcher", "hosts"], "--launcher hosts needs --hosts"),
+        (["--launcher", "hosts", "--hosts", "a,b", "--nodes", "4"], "--nodes 4: only 2 hosts"),
+        (["--output", "/tmp/x"], "--output is set by the sweep"),
+    ],
+)
+def test_bad_sweep_input_is_refused_naming_the_flag(tmp_path, args, needle):
+    proc = dlperf("sweep", "--quiet", "--results", str(tmp_path), "--run-id", "x", *args)
+    assert proc.returncode == 2 and needle in proc.stderr
+    assert not (tmp_path / "x" / "1nodes").exists()
+
+
+def test_report_has_four_figures_a_table_and_the_speedups(swept, tmp_path):
+    report = build_report(swept, tmp_path / "report")
+    r1, r2 = (json.loads((swept / f"{n}nodes/result.json").read_text()) for n in (1, 2))
+    speedup = r1["time_to_accuracy_s"] / r2["time_to_accuracy_s"]
+    rows = {row["nodes"]: row for row in report["rows"]}
+    assert rows[2]["speedup"] == pytest.approx(speedup)
+    assert rows[2]["scaling_efficiency"] == pytest.approx(speedup / 2)
+    fig3a, fig3b = report["figures"]["fig3_time_to_accuracy"].axes
+    assert fig3a.get_xlabel() == "nodes" and "minutes" in fig3a.get_ylabel()
+    assert [round(b.get_height(), 6) for b in fig3a.patches] == [
+        round(r1["time_to_accuracy_s"] / 60, 6),
+        round(r2["time_to_accuracy_s"] / 60, 6),
+    ]
+    labels = [t.get_text() for t in fig3a.texts]
+    assert labels == [f"1.00x\n{r1['epochs']} ep", f"{speedup:.2f}x\n{r2['epochs']} ep"]
+    assert {line.get_label() for line in fig3b.lines} >= {
+        "this run",
+        "seed (C4140-M, 4x V100/node)",
+    }
+    (fig4,) = report["figures"]["fig4_throughput"].axes
+    assert [b.get_height() for b in fig4.patches] == [
+        r1["throughput_img_per_s"],
+        r2["throughput_img_per_s"],
+    ]
+    # No NFS mounts or RDMA devices here: the figures say so instead of drawing nothing.
+    (fig5,) = report["figures"]["fig5_nas_read"].axes
+    assert any("no NFS mounts" in t.get_text() for t in fig5.texts)
+    (fig6,) = report["figures"]["fig6_fabric"].axes
+    assert any("no RDMA device" in t.get_text() for t in fig6.texts)
+    page = report["html"].read_text()
+    assert page.count('src="data:image/png;base64,') == 4
+    assert all(
+        (tmp_path / "report" / f"{name}.png").stat().st_size > 1000 for name in report["figures"]
+    )
+
+
+def test_nas_and_fabric_figures_draw_one_series_per_node_count(swept, tmp_path):
+    # The same sweep with telemetry rewritten as if NFS and an RDMA port had carried traffic:
+    # 10 MB/s of NFS reads per node and 5 MB/s sent on the fabric.
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(swept, copy)
+    for n in (1, 2):
+        path = next((copy / f"{n}nodes" / "telemetry").glob("*.jsonl"))
+        header = json.loads(path.read_text().splitlines()[0])
+        header["missing"] = {}
+        rows = [json.dumps(header)]
+        for i in range(5):
+            rows.append(
+                json.dumps(
+                    {
+                        "t": 1000.0 + i,
+                        "nfs": {"/mnt/isilon": {"read_bytes": i * 10_000_000}},
+                        "fabric": {"rxe0/1": {"xmit_bytes": i * 5_000_000, "rcv_bytes": 0}},
+                    }
+                )
+            )
+        path.write_text("\n".join(rows) + "\n")
+    report = build_report(copy, tmp_path / "report")
+    (fig5,) = report["figures"]["fig5_nas_read"].axes
+    assert [line.get_label() for line in fig5.lines] == ["1 node(s)", "2 node(s)"]
+    assert all(list(line.get_ydata()) == pytest.approx([10.0] * 4) for line in fig5.lines)
+    assert fig5.get_ylabel().startswith("NFS read (MB/s")
+    (fig6,) = report["figures"]["fig6_fabric"].axes
+    assert len(fig6.lines) == 4 and list(fig6.lines[0].get_ydata()) == pytest.approx([5.0] * 4)
+
+
+@pytest.mark.parametrize("case", ["empty", "corrupt"])
+def test_report_refuses_unusable_results(tmp_path, case):
+    target = tmp_path / "results"
+    target.mkdir()
+    if case == "corrupt":
+        (target / "1nodes").mkdir()
+        (target / "1nodes" / "result.json").write_text("{not json")
+    proc = dlperf("report", str(target), "--output", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    expected = "result.json: not a readable result file" if case == "corrupt" else "no <N>nodes/"
+    assert expected in proc.stderr
