@@ -1,0 +1,121 @@
+"""The telemetry sampler: real samples from this machine, missing sources recorded, bounded size."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dlperf.telemetry.sources import parse_mountstats
+
+BIN = Path(sys.executable).parent
+
+MOUNTSTATS = """\
+device rootfs mounted on / with fstype rootfs
+device head01:/export/shared mounted on /shared with fstype nfs4 statvers=1.1
+\topts:\trw,vers=4.2,rsize=1048576,wsize=1048576,namlen=255,acregmin=3,hard,proto=tcp
+\tage:\t1200
+\tbytes:\t1000 2000 0 0 4096000 8192 1000 2
+\tevents:\t1 2 3
+device 198.18.0.201:/ifs/data/dlperf mounted on /mnt/isilon with fstype nfs statvers=1.1
+\tbytes:\t5 6 0 0 144000000000 0 35156250 0
+device /dev/vda mounted on /boot with fstype ext4
+"""
+
+
+def test_mountstats_gives_server_bytes_per_nfs_mount():
+    mounts = parse_mountstats(MOUNTSTATS)
+    assert set(mounts) == {"/shared", "/mnt/isilon"}
+    assert mounts["/shared"] == {
+        "server": "head01:/export/shared",
+        "fstype": "nfs4",
+        "read_bytes": 4096000,
+        "write_bytes": 8192,
+    }
+    assert mounts["/mnt/isilon"]["read_bytes"] == 144_000_000_000
+
+
+def rows_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_sampler_writes_timestamped_rows_and_records_missing_sources(tmp_path):
+    out = tmp_path / "t.jsonl"
+    proc = subprocess.run(
+        [
+            str(BIN / "dlperf"),
+            "telemetry",
+            "--output",
+            str(out),
+            "--interval",
+            "0.2",
+            "--duration",
+            "1.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    header, *samples = rows_of(out)
+    assert header["header"] and header["interval_s"] == 0.2
+    assert "gpu" in header["missing"] and "NVML" in header["missing"]["gpu"]
+    assert {"host", "network", "block", "nfs"} <= set(header["sources"])
+    assert len(samples) >= 5
+    times = [s["t"] for s in samples]
+    assert times == sorted(times) and times[-1] - times[0] >= 1.0
+    assert all(0 <= s["host"]["cpu_percent"] <= 100 for s in samples)
+    assert samples[-1]["network"]["lo"]["sent_bytes"] >= samples[0]["network"]["lo"]["sent_bytes"]
+
+
+def test_sampler_stops_at_its_size_limit(tmp_path):
+    out = tmp_path / "t.jsonl"
+    subprocess.run(
+        [
+            str(BIN / "dlperf"),
+            "telemetry",
+            "--output",
+            str(out),
+            "--interval",
+            "0.05",
+            "--duration",
+            "3",
+            "--max-bytes",
+            "8192",
+        ],
+        timeout=60,
+        check=True,
+    )
+    assert out.stat().st_size <= 8192 + 200
+    assert rows_of(out)[-1].get("truncated") is True
+
+
+def test_sampler_stops_cleanly_on_sigterm(tmp_path):
+    out = tmp_path / "t.jsonl"
+    proc = subprocess.Popen(
+        [str(BIN / "dlperf"), "telemetry", "--output", str(out), "--interval", "0.2"]
+    )
+    deadline = time.monotonic() + 30
+    while (
+        not out.exists() or len(out.read_text().splitlines()) < 3
+    ) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    rows = rows_of(out)  # every line is whole JSON
+    assert rows[0]["header"] and len(rows) >= 3
+
+
+def test_bad_interval_is_refused(tmp_path):
+    proc = subprocess.run(
+        [str(BIN / "dlperf"), "telemetry", "--output", str(tmp_path / "t"), "--interval", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and "--interval 0" in proc.stderr
