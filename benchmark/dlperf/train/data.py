@@ -86,18 +86,25 @@ class RecordData:
                 **common,
             )
         else:
-            # Validation: resize the shorter side to 256/224 of the crop, centre crop.
-            self._iter = mx.io.ImageRecordIter(
-                shuffle=False, round_batch=False, resize=int(image_size * 256 / 224), **common
+            # Validation: resize the shorter side to 256/224 of the crop, centre crop. With
+            # round_batch the last batch is filled up and its `pad` says by how much (without it
+            # MXNet pads silently and reports pad=0), so every image is counted exactly once.
+            # round_batch also carries the wrap-around into the next pass, so each evaluation
+            # opens a fresh iterator that starts at the first image.
+            self._val_args = dict(
+                shuffle=False, round_batch=True, resize=int(image_size * 256 / 224), **common
             )
+            self._iter = None
 
     def __iter__(self):
-        for batch in self._iter:
+        it = self._iter if self._iter is not None else mx.io.ImageRecordIter(**self._val_args)
+        for batch in it:
             yield Batch(batch.data[0], batch.label[0], batch.pad or 0)
-        self._iter.reset()
+        it.reset()
 
     def reset(self) -> None:
-        self._iter.reset()
+        if self._iter is not None:
+            self._iter.reset()
 
 
 def count_records(path: Path) -> int:
