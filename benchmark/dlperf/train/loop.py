@@ -12,6 +12,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from dlperf.progress import EpochProgress
 from dlperf.results import Result, provenance, write_result
 from dlperf.train import mllog
 from dlperf.train.comm import make_comm
@@ -165,9 +166,13 @@ class Trainer:
             if cfg.mode == "throughput":
                 self._throughput(net, trainer, loss_fn, train, classes, global_batch, result)
             else:
-                self._time_to_accuracy(
-                    net, trainer, loss_fn, train, val, classes, steps_per_epoch, start, log, result
-                )
+                progress = EpochProgress(cfg.max_epochs, enabled=self.is_root)
+                try:
+                    self._epochs(
+                        net, trainer, loss_fn, train, val, classes, start, log, result, progress
+                    )
+                finally:
+                    progress.close()
             result.param_fingerprints = self.comm.gather(_fingerprint(net)).tolist()
             result.status = "ok"
         except Exception as exc:  # recorded in result.json, then re-raised for the exit code
@@ -206,22 +211,11 @@ class Trainer:
                 flush=True,
             )
 
-    def _time_to_accuracy(
-        self,
-        net,
-        trainer,
-        loss_fn,
-        train,
-        val,
-        classes,
-        steps_per_epoch,
-        start,
-        log,
-        result: Result,
+    def _epochs(
+        self, net, trainer, loss_fn, train, val, classes, start, log, result, progress
     ) -> None:
         cfg = self.cfg
-        step = 0
-        images = 0
+        step = images = 0
         train_time = 0.0
         for epoch in range(1, cfg.max_epochs + 1):
             log.epoch_start(epoch)
@@ -236,8 +230,7 @@ class Trainer:
             top1 = self._evaluate(net, val)
             log.eval_accuracy(epoch, top1)
             result.epochs, result.top1 = epoch, top1
-            if self.is_root:
-                print(f"epoch {epoch}: top-1 {top1:.4f} (target {cfg.target_top1})", flush=True)
+            progress.update(epoch, f"epoch {epoch}: top-1 {top1:.4f} (target {cfg.target_top1})")
             if top1 >= cfg.target_top1:
                 result.reached_target = True
                 result.time_to_accuracy_s = time.perf_counter() - start
