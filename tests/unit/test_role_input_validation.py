@@ -138,6 +138,34 @@ CASES = [
         "isilon_export_path '/data'",
     ),
     ("isilon-bad-address", "isilon", {"isilon_node_ips": ["198.18.0.300"]}, "198.18.0.300"),
+    ("mlnx-ofed-without-bundle", "ofed", {"ofed_source": "mlnx_ofed"}, "ofed_mlnx_bundle"),
+    (
+        "mlnx-ofed-bundle-missing",
+        "ofed",
+        {
+            "ofed_source": "mlnx_ofed",
+            "ofed_mlnx_version": "5.8-3.0.7.0",
+            "ofed_mlnx_bundle": "/nonexistent/MLNX_OFED_LINUX-5.8-3.0.7.0-debian12.1-x86_64.tgz",
+        },
+        "does not exist",
+    ),
+    (
+        "mlnx-ofed-version-mismatch",
+        "ofed",
+        {
+            "ofed_source": "mlnx_ofed",
+            "ofed_mlnx_version": "23.10-1.1.9.0",
+            "ofed_mlnx_bundle": "/etc/hostname",
+        },
+        "is not version 23.10-1.1.9.0",
+    ),
+    ("unknown-fabric", "ofed", {"ofed_fabric": "omnipath"}, "ofed_fabric"),
+    (
+        "bad-softroce-netdev",
+        "ofed",
+        {"ofed_fabric": "softroce", "ofed_softroce_netdev": "eth0; rm -rf /"},
+        "ofed_softroce_netdev",
+    ),
     (
         "bench-user-root",
         "common",
