@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dlperf_module_utils.dlperf_job import launch_command
+from dlperf_module_utils.dlperf_job import launch_command, log_tail
 
 from dlperf.results import Result, write_atomic, write_result
 
@@ -80,13 +80,6 @@ def is_complete(point: Path) -> bool:
         return json.loads((point / "result.json").read_text()).get("status") == "ok"
     except (OSError, ValueError):
         return False
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
-    except OSError:
-        return ""
 
 
 class Telemetry:
@@ -179,7 +172,7 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
                 nodes=nodes,
                 wall_time_s=time.monotonic() - start,
                 error=(previous.get("error") or "")
-                + f"\nlauncher rc={rc}; log tail:\n{_tail(log)}",
+                + f"\nlauncher rc={rc}; log tail:\n{log_tail(str(log))}",
                 hyperparameters=previous.get("hyperparameters", {}),
                 provenance=previous.get("provenance", {"command": cmd}),
             ),

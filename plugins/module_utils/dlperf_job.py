@@ -86,6 +86,15 @@ def read_result(output: str) -> dict | None:
         return None
 
 
+def log_tail(path: str, lines: int = 40) -> str:
+    """Last lines of a job log (for failure messages); empty when there is no log."""
+    try:
+        with open(path, errors="replace") as fh:
+            return "".join(fh.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
 def summarise(result: dict) -> dict:
     keys = (
         "status",

@@ -116,15 +116,12 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.dlperf_job import launch_command, read_result, summarise  # noqa: E402
-
-
-def tail(path: str, lines: int = 40) -> str:
-    try:
-        with open(path, errors="replace") as fh:
-            return "".join(fh.readlines()[-lines:])
-    except OSError:
-        return ""
+from ansible.module_utils.dlperf_job import (  # noqa: E402
+    launch_command,
+    log_tail,
+    read_result,
+    summarise,
+)
 
 
 def main() -> None:
@@ -187,7 +184,7 @@ def main() -> None:
             os.killpg(proc.pid, 9)
             proc.wait()
             module.fail_json(
-                msg=f"job exceeded timeout={p['timeout']}s and was killed; log tail:\n{tail(log)}",
+                msg=f"job exceeded timeout={p['timeout']}s and was killed; log tail:\n{log_tail(log)}",
                 cmd=cmd,
                 log=log,
                 result_file=result_file,
@@ -201,7 +198,7 @@ def main() -> None:
     if rc != 0 or data is None or data.get("status") != "ok":
         why = "no result.json written" if data is None else f"status={data.get('status')}"
         module.fail_json(
-            msg=f"dlperf job failed (rc={rc}, {why}); log tail:\n{tail(log)}", **common
+            msg=f"dlperf job failed (rc={rc}, {why}); log tail:\n{log_tail(log)}", **common
         )
     module.exit_json(changed=True, **common)
 

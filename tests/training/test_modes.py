@@ -9,13 +9,12 @@ import pytest
 from .conftest import TINY, dlperf, read_result
 
 
-def test_time_to_accuracy_on_digits_reaches_the_target_within_bounded_epochs(tmp_path, digits):
-    out = tmp_path / "tta"
-    proc = dlperf(
+def train_tta(digits, out, batch: str, target: str, epochs: str, *extra: str):
+    return dlperf(
         "train",
         *TINY,
         "--batch-size",
-        "32",
+        batch,
         "--mode",
         "tta",
         "--data",
@@ -23,16 +22,18 @@ def test_time_to_accuracy_on_digits_reaches_the_target_within_bounded_epochs(tmp
         "--val-data",
         str(digits / "val.rec"),
         "--target-top1",
-        "0.85",
+        target,
         "--max-epochs",
-        "15",
-        "--warmup-epochs",
-        "1",
-        "--lr-per-256",
-        "1.0",
+        epochs,
+        *extra,
         "--output",
         str(out),
     )
+
+
+def test_time_to_accuracy_on_digits_reaches_the_target_within_bounded_epochs(tmp_path, digits):
+    out = tmp_path / "tta"
+    proc = train_tta(digits, out, "32", "0.85", "15", "--warmup-epochs", "1", "--lr-per-256", "1.0")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = read_result(out)
     assert result["status"] == "ok" and result["reached_target"] is True
@@ -56,24 +57,7 @@ def test_time_to_accuracy_on_digits_reaches_the_target_within_bounded_epochs(tmp
 
 def test_unreached_target_is_reported_and_exits_non_zero(tmp_path, digits):
     out = tmp_path / "miss"
-    proc = dlperf(
-        "train",
-        *TINY,
-        "--batch-size",
-        "64",
-        "--mode",
-        "tta",
-        "--data",
-        str(digits / "train.rec"),
-        "--val-data",
-        str(digits / "val.rec"),
-        "--target-top1",
-        "1.0",
-        "--max-epochs",
-        "1",
-        "--output",
-        str(out),
-    )
+    proc = train_tta(digits, out, "64", "1.0", "1")
     assert proc.returncode == 3
     result = read_result(out)
     assert result["reached_target"] is False and result["time_to_accuracy_s"] is None
