@@ -167,6 +167,15 @@ CASES = [
         "ofed_softroce_netdev",
     ),
     (
+        "ipoib-datagram-mtu-too-large",
+        "ipoib",
+        {"ipoib_mode": "datagram", "ipoib_mtu": 65520},
+        "ipoib_mtu 65520 is not valid for ipoib_mode=datagram",
+    ),
+    ("ipoib-unknown-mode", "ipoib", {"ipoib_mode": "enhanced"}, "ipoib_mode"),
+    ("ipoib-address-without-prefix", "ipoib", {"ipoib_address": "198.18.0.10"}, "ipoib_address"),
+    ("ipoib-unknown-backend", "ipoib", {"ipoib_backend": "netplan"}, "ipoib_backend"),
+    (
         "bench-user-root",
         "common",
         {"common_bench_user": "root", "common_bench_uid": 0},
