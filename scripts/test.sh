@@ -75,6 +75,8 @@ tier_molecule() {
     t0=$SECONDS
     echo "--- molecule scenario $scenario"
     timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
+    # Named volumes (shared storage between a scenario's containers) start empty.
+    podman volume ls -q --filter "name=^dlperf-mol-$scenario-" | xargs -r podman volume rm -f >/dev/null
     read -r net subnet < <(molecule_network "molecule/$scenario/molecule.yml") || true
     if [[ -n "${net:-}" ]] && ! podman network exists "$net"; then
       podman network create --subnet "$subnet" "$net" >/dev/null || { rc=1; continue; }

@@ -113,3 +113,32 @@ def classify(topology: dict) -> dict:
         "nvlink": nvlink,
         "description": LAYOUTS[layout],
     }
+
+
+NVIDIA_PCI_VENDOR = "0x10de"
+
+
+def nvidia_pci_devices(root: str = "/sys/bus/pci/devices") -> list[str]:
+    """PCI addresses of NVIDIA display/3D controllers (class 0x03xxxx) under a sysfs root.
+
+    This sees GPUs with or without a driver, which is what decides whether to install one.
+    NVIDIA's audio and USB functions on the same cards (other classes) are not counted.
+    """
+    import os
+
+    found = []
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            with open(os.path.join(root, entry, "vendor")) as f:
+                vendor = f.read().strip().lower()
+            with open(os.path.join(root, entry, "class")) as f:
+                pci_class = f.read().strip().lower()
+        except OSError:
+            continue
+        if vendor == NVIDIA_PCI_VENDOR and pci_class.startswith("0x03"):
+            found.append(entry)
+    return found

@@ -26,6 +26,10 @@ options:
     description: Seconds to wait for each nvidia-smi call.
     type: int
     default: 30
+  sysfs_pci_root:
+    description: Where PCI devices are listed in sysfs (tests point it at a copy).
+    type: path
+    default: /sys/bus/pci/devices
 attributes:
   check_mode:
     support: full
@@ -86,6 +90,11 @@ sockets:
   description: Number of CPU sockets the GPUs hang off.
   type: int
   returned: always
+pci_devices:
+  description: PCI addresses of NVIDIA GPUs seen in sysfs (vendor 0x10de, display class), with or without a driver.
+  type: list
+  elements: str
+  returned: always
 message:
   description: Why no GPU was reported, when none was.
   type: str
@@ -99,6 +108,7 @@ from ansible.module_utils.dlperf_gpu import (  # noqa: E402
     LAYOUTS,
     QUERY_ARGS,
     classify,
+    nvidia_pci_devices,
     parse_cuda_version,
     parse_query,
     parse_topology,
@@ -108,6 +118,7 @@ from ansible.module_utils.dlperf_gpu import (  # noqa: E402
 def absent(module: AnsibleModule, message: str, driver_loaded: bool = False) -> None:
     module.exit_json(
         changed=False,
+        pci_devices=nvidia_pci_devices(module.params["sysfs_pci_root"]),
         gpu_present=False,
         driver_loaded=driver_loaded,
         gpus=[],
@@ -124,6 +135,7 @@ def main() -> None:
         argument_spec={
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "timeout": {"type": "int", "default": 30},
+            "sysfs_pci_root": {"type": "path", "default": "/sys/bus/pci/devices"},
         },
         supports_check_mode=True,
     )
@@ -154,6 +166,7 @@ def main() -> None:
         changed=False,
         gpu_present=True,
         driver_loaded=True,
+        pci_devices=nvidia_pci_devices(module.params["sysfs_pci_root"]),
         gpus=gpus,
         driver_version=gpus[0]["driver_version"],
         cuda_version=cuda,

@@ -15,7 +15,7 @@ LOCAL = {
 INVENTORY = {"all": {"hosts": {"localhost": LOCAL}}}
 
 
-def gpu_facts(run_playbook, fixture: str, binary: str = FAKE_SMI) -> dict:
+def gpu_facts(run_playbook, fixture: str, binary: str = FAKE_SMI, **args) -> dict:
     plays = [
         {
             "name": "Gather GPU facts",
@@ -24,7 +24,7 @@ def gpu_facts(run_playbook, fixture: str, binary: str = FAKE_SMI) -> dict:
             "tasks": [
                 {
                     "name": "Run gpu_facts",
-                    "gpu_facts": {"nvidia_smi": binary},
+                    "gpu_facts": {"nvidia_smi": binary, **args},
                     "environment": {"NVSMI_FIXTURE": fixture},
                 }
             ],
@@ -84,3 +84,37 @@ def test_node_whose_driver_is_not_loaded_has_no_gpu_and_does_not_fail(run_playbo
     facts = gpu_facts(run_playbook, "nodriver")
     assert facts["gpu_present"] is False
     assert "couldn't communicate with the NVIDIA driver" in facts["message"]
+
+
+def fake_pci(root: Path, devices: dict[str, tuple[str, str]]) -> str:
+    for address, (vendor, pci_class) in devices.items():
+        (root / address).mkdir(parents=True)
+        (root / address / "vendor").write_text(vendor + "\n")
+        (root / address / "class").write_text(pci_class + "\n")
+    return str(root)
+
+
+def test_gpus_without_a_driver_are_seen_on_the_pci_bus(run_playbook, tmp_path):
+    # A C4140 before its driver is installed: four V100s (3D controller, class 0x0302), plus
+    # an NVIDIA audio function, a Mellanox HCA and a Matrox VGA, none of which may count.
+    root = fake_pci(
+        tmp_path / "pci",
+        {
+            "0000:1a:00.0": ("0x10de", "0x030200"),
+            "0000:1c:00.0": ("0x10de", "0x030200"),
+            "0000:1d:00.0": ("0x10de", "0x030200"),
+            "0000:1e:00.0": ("0x10de", "0x030200"),
+            "0000:1e:00.1": ("0x10de", "0x040300"),  # an NVIDIA HD-audio function
+            "0000:3b:00.0": ("0x15b3", "0x020700"),  # ConnectX-5 (InfiniBand)
+            "0000:03:00.0": ("0x102b", "0x030000"),  # Matrox G200 (iDRAC's VGA)
+        },
+    )
+    facts = gpu_facts(run_playbook, "unused", binary="/nonexistent/nvidia-smi", sysfs_pci_root=root)
+    assert facts["gpu_present"] is False
+    assert facts["pci_devices"] == ["0000:1a:00.0", "0000:1c:00.0", "0000:1d:00.0", "0000:1e:00.0"]
+
+
+def test_a_host_without_nvidia_devices_lists_none(run_playbook, tmp_path):
+    root = fake_pci(tmp_path / "pci", {"0000:00:01.0": ("0x8086", "0x060000")})
+    facts = gpu_facts(run_playbook, "unused", binary="/nonexistent/nvidia-smi", sysfs_pci_root=root)
+    assert facts["pci_devices"] == []

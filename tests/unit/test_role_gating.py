@@ -5,7 +5,7 @@ Real roles on localhost in check mode: this machine has no IPoIB device and no N
 
 from __future__ import annotations
 
-from .test_role_input_validation import apply_role, inventory
+from .test_role_input_validation import LOCAL, apply_role, inventory
 
 
 def messages(run) -> list[str]:
@@ -25,4 +25,38 @@ def test_ipoib_required_without_device_fails_naming_the_setting(run_playbook):
     assert run.rc != 0
     [(_name, message)] = run.failed_tasks()
     assert "ipoib_required is true" in message and "no such device" in message, message
+    assert run.stats["localhost"]["changed"] == 0
+
+
+def test_cuda_without_gpu_installs_no_driver_and_says_why(run_playbook):
+    parts_off = {f"cuda_install_{p}": False for p in ("runtime", "toolkit", "cudnn", "nccl")}
+    run = run_playbook(apply_role("cuda"), inventory(), {"cuda_source": "debian", **parts_off})
+    assert run.rc == 0, run.failed_tasks()
+    notes = [m for m in messages(run) if m.startswith("NO GPU:")]
+    assert len(notes) == 1 and "no driver is installed" in notes[0], messages(run)
+    ran = [name for name, _, res in run.task_results() if not res.get("skipped")]
+    assert "cuda : Install the NVIDIA driver and its persistence daemon" not in ran, ran
+    assert "cuda : Decide about the driver" in ran
+
+
+def test_cuda_required_without_gpu_fails_naming_the_setting(run_playbook):
+    run = run_playbook(apply_role("cuda"), inventory(), {"cuda_required": True})
+    assert run.rc != 0
+    [(_name, message)] = run.failed_tasks()
+    assert "cuda_required is true" in message and "0x10de" in message, message
+    assert run.stats["localhost"]["changed"] == 0
+
+
+def test_dl_stack_node_without_the_wheelhouse_fails_before_any_change(run_playbook):
+    # localhost is a compute node; the build host (head01) is not in this play, and the
+    # wheelhouse's file system (the head's export) is not mounted here.
+    inv = inventory()
+    inv["all"]["children"]["cluster"]["children"]["head"]["hosts"] = {"head01": {}}
+    inv["all"]["children"]["compute"]["hosts"] = {"localhost": dict(LOCAL)}
+    run = run_playbook(apply_role("dl_stack"), inv, {"dl_stack_wheelhouse": "/nonexistent/wheelhouse"})
+    assert run.rc != 0
+    [(name, message)] = run.failed_tasks()
+    assert name.split(" : ", 1)[-1].startswith("Check "), name
+    assert "dl_stack_wheelhouse '/nonexistent/wheelhouse'" in message, message
+    assert "mounted" in message
     assert run.stats["localhost"]["changed"] == 0

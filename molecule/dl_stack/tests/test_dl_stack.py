@@ -1,0 +1,69 @@
+"""dl_stack: a wheelhouse filled once on the head node, installed offline on every node."""
+
+from __future__ import annotations
+
+import pytest
+
+VENV = "/opt/dlperf/venv"
+ALLREDUCE = (
+    "import mxnet as mx, horovod.mxnet as hvd; hvd.init(); "
+    "x = mx.nd.ones(4) * (hvd.rank() + 1); "
+    "s = hvd.allreduce(x, average=False, name='x').asnumpy().tolist(); "
+    "assert s == [3.0] * 4, s; print('rank', hvd.rank(), 'of', hvd.size(), 'sum', s)"
+)
+
+
+@pytest.fixture(scope="module", params=["dlstack-head", "dlstack-node"])
+def node(request, podman):
+    return podman(request.param)
+
+
+def as_bench_user(node, command: str, *args: str):
+    """Run COMMAND (testinfra quotes each %s argument) as the benchmark user."""
+    return node.run("runuser -u dlperf -- env OMP_NUM_THREADS=1 " + command, *args)
+
+
+def test_wheelhouse_holds_one_built_horovod_and_the_pinned_wheels(podman):
+    head = podman("dlstack-head")
+    wheels = head.check_output("ls /export/shared/wheelhouse").split()
+    assert "dlperf-0.1.0-py3-none-any.whl" in wheels
+    assert any(w.startswith("mxnet-1.9.1-") for w in wheels), wheels
+    assert any(w.startswith("numpy-1.23.5-") for w in wheels), wheels
+    built = head.check_output("ls /export/shared/wheelhouse/horovod-cpu").split()
+    assert len(built) == 1 and built[0].startswith("horovod-0.28.1-cp311-"), built
+    owner = head.file("/export/shared/wheelhouse/horovod-cpu/" + built[0]).user
+    assert owner == "dlperf"  # built by the benchmark user, not root
+
+
+def test_compute_node_has_no_compiler(podman):
+    # Only the build host gets build-essential: nodes install wheels, they build nothing.
+    assert not podman("dlstack-node").package("build-essential").is_installed
+    assert podman("dlstack-head").package("build-essential").is_installed
+
+
+def test_venv_belongs_to_the_benchmark_user_with_the_pinned_versions(node):
+    assert node.file(VENV).user == "dlperf"
+    freeze = node.check_output(f"{VENV}/bin/pip list --format=freeze").splitlines()
+    for pin in ("mxnet==1.9.1", "numpy==1.23.5", "horovod==0.28.1", "dlperf==0.1.0"):
+        assert pin in freeze, freeze
+
+
+def test_horovod_was_built_for_mxnet_with_gloo_and_mpi(node):
+    out = as_bench_user(node, f"{VENV}/bin/horovodrun --check-build")
+    assert out.rc == 0, out.stderr
+    for line in ("[X] MXNet", "[X] MPI", "[X] Gloo"):
+        assert line in out.stdout, out.stdout
+
+
+def test_two_process_gloo_allreduce(node):
+    out = as_bench_user(
+        node, f"{VENV}/bin/horovodrun -np 2 -H localhost:2 --gloo {VENV}/bin/python -c %s", ALLREDUCE
+    )
+    assert out.rc == 0, out.stdout + out.stderr
+    assert "rank 0 of 2 sum [3.0, 3.0, 3.0, 3.0]" in out.stdout
+    assert "rank 1 of 2 sum [3.0, 3.0, 3.0, 3.0]" in out.stdout
+
+
+def test_dlperf_cli_runs_from_the_venv(node):
+    out = as_bench_user(node, f"{VENV}/bin/dlperf --help")
+    assert out.rc == 0 and "train" in out.stdout, out.stderr
