@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the test tiers use: podman + runc + netavark/aardvark (named networks with DNS)
-# for molecule, debootstrap for the test image, python3-venv for .venv; a C++ toolchain, cmake
-# and OpenMPI to build Horovod and run multi-process training.
-system_packages=(podman runc netavark aardvark-dns catatonit debootstrap python3-venv git make
+# and iptables (netavark programs its bridges through it; podman only suggests it) for molecule,
+# debootstrap for the test image, python3-venv for .venv; a C++ toolchain, cmake and OpenMPI to
+# build Horovod and run multi-process training.
+system_packages=(podman runc netavark aardvark-dns catatonit iptables debootstrap python3-venv git make
                  build-essential cmake libopenmpi-dev openmpi-bin)
 
 missing=()

@@ -53,7 +53,8 @@ def test_dl_stack_node_without_the_wheelhouse_fails_before_any_change(run_playbo
     inv = inventory()
     inv["all"]["children"]["cluster"]["children"]["head"]["hosts"] = {"head01": {}}
     inv["all"]["children"]["compute"]["hosts"] = {"localhost": dict(LOCAL)}
-    run = run_playbook(apply_role("dl_stack"), inv, {"dl_stack_wheelhouse": "/nonexistent/wheelhouse"})
+    extra = {"dl_stack_wheelhouse": "/nonexistent/wheelhouse"}
+    run = run_playbook(apply_role("dl_stack"), inv, extra)
     assert run.rc != 0
     [(name, message)] = run.failed_tasks()
     assert name.split(" : ", 1)[-1].startswith("Check "), name

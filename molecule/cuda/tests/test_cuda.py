@@ -23,6 +23,8 @@ def test_the_pinned_cuda_runtime_is_installed(node):
     assert "libcudart.so.11.0" in node.check_output("ldconfig -p")
 
 
-@pytest.mark.parametrize("pkg", ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-persistenced"])
+@pytest.mark.parametrize(
+    "pkg", ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-persistenced", "libcuda1"]
+)
 def test_no_driver_without_a_gpu(node, pkg):
     assert not node.package(pkg).is_installed

@@ -56,9 +56,8 @@ def test_horovod_was_built_for_mxnet_with_gloo_and_mpi(node):
 
 
 def test_two_process_gloo_allreduce(node):
-    out = as_bench_user(
-        node, f"{VENV}/bin/horovodrun -np 2 -H localhost:2 --gloo {VENV}/bin/python -c %s", ALLREDUCE
-    )
+    command = f"{VENV}/bin/horovodrun -np 2 -H localhost:2 --gloo {VENV}/bin/python -c %s"
+    out = as_bench_user(node, command, ALLREDUCE)
     assert out.rc == 0, out.stdout + out.stderr
     assert "rank 0 of 2 sum [3.0, 3.0, 3.0, 3.0]" in out.stdout
     assert "rank 1 of 2 sum [3.0, 3.0, 3.0, 3.0]" in out.stdout
