@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 # Debian packages the test tiers use: podman + runc + netavark/aardvark (named networks with DNS)
 # and iptables (netavark programs its bridges through it; podman only suggests it) for molecule,
 # debootstrap for the test image, python3-venv for .venv; a C++ toolchain, cmake and OpenMPI to
-# build Horovod and run multi-process training.
+# build Horovod and run multi-process training; QEMU for the virtual cluster (e2e tier).
 system_packages=(podman runc netavark aardvark-dns catatonit iptables debootstrap python3-venv git make
-                 build-essential cmake libopenmpi-dev openmpi-bin)
+                 build-essential cmake libopenmpi-dev openmpi-bin
+                 qemu-system-x86 qemu-utils openssh-client)
 
 missing=()
 for pkg in "${system_packages[@]}"; do

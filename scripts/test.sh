@@ -3,7 +3,7 @@
 # an earlier one failed (so one run shows everything that is wrong); the exit status is
 # non-zero when any tier failed.
 #
-# Usage: scripts/test.sh [TIER ...]      tiers: lint unit training molecule (default: all)
+# Usage: scripts/test.sh [TIER ...]      tiers: lint unit training molecule e2e (default: all)
 # Env:   MOLECULE_SCENARIOS="common nfs_server"   run only these scenarios
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG="$root/ansible.cfg"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
 tiers=("$@")
-((${#tiers[@]})) || tiers=(lint unit training molecule)
+((${#tiers[@]})) || tiers=(lint unit training molecule e2e)
 
 declare -a summary=()
 failed=0
@@ -48,6 +48,8 @@ tier_lint() {
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 tier_unit() { pytest -q tests/unit; }
 tier_training() { pytest -q tests/training; }
+# The virtual cluster on QEMU VMs (-s: the phases print their wall times).
+tier_e2e() { pytest -q -s tests/e2e; }
 
 # Scenarios give their containers static addresses (198.18.0.0/15, the range reserved for
 # network benchmarking, never a workplace network): create each scenario's podman network with
@@ -100,8 +102,8 @@ if ((failed)); then
 fi
 for tier in "${tiers[@]}"; do
   case $tier in
-    lint | unit | training | molecule) run_tier "$tier" "tier_$tier" ;;
-    *) echo "unknown tier '$tier' (known: lint unit training molecule)" >&2; exit 2 ;;
+    lint | unit | training | molecule | e2e) run_tier "$tier" "tier_$tier" ;;
+    *) echo "unknown tier '$tier' (known: lint unit training molecule e2e)" >&2; exit 2 ;;
   esac
 done
 

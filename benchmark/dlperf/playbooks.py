@@ -1,0 +1,89 @@
+"""Run the repository's playbooks through ansible-runner: the same playbooks a user runs with
+ansible-playbook, with the repository's ansible.cfg, and a result that says per host what
+changed, failed or was unreachable, how long it took and where the full output is."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class PlaybookResult:
+    playbook: str
+    rc: int
+    status: str
+    duration_s: float
+    stats: dict = field(default_factory=dict)
+    stdout_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def count(self, kind: str) -> dict[str, int]:
+        """Per host count of one recap column: changed, failures, dark (unreachable), ok."""
+        return dict(self.stats.get(kind, {}) or {})
+
+    def total_changed(self) -> int:
+        return sum(self.count("changed").values())
+
+    def output_tail(self, lines: int = 60) -> str:
+        if self.stdout_path is None or not self.stdout_path.exists():
+            return ""
+        return "\n".join(self.stdout_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def run_playbook(
+    project_dir: Path,
+    playbook: str,
+    inventory: str,
+    extravars: dict | None = None,
+    *,
+    artifacts_dir: Path | None = None,
+    on_task: Callable[[str], None] | None = None,
+) -> PlaybookResult:
+    """Run PROJECT_DIR/PLAYBOOK against INVENTORY (relative to PROJECT_DIR or absolute).
+
+    on_task is called with each task's name as it starts (for progress displays)."""
+    import ansible_runner
+
+    project_dir = Path(project_dir).resolve()
+    private = Path(artifacts_dir or tempfile.mkdtemp(prefix="dlperf-runner-"))
+    private.mkdir(parents=True, exist_ok=True)
+    env = {
+        "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": os.environ.get("PATH", ""),
+    }
+
+    def handler(event: dict) -> bool:
+        if on_task and event.get("event") == "playbook_on_task_start":
+            on_task(event.get("event_data", {}).get("task", ""))
+        return True
+
+    start = time.monotonic()
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(project_dir),
+        playbook=str(project_dir / playbook),
+        inventory=str(project_dir / inventory),
+        extravars=extravars or {},
+        envvars=env,
+        quiet=True,
+        event_handler=handler,
+    )
+    duration = time.monotonic() - start
+    stdout = Path(runner.config.artifact_dir) / "stdout"
+    return PlaybookResult(
+        playbook=playbook,
+        rc=runner.rc,
+        status=runner.status,
+        duration_s=duration,
+        stats=runner.stats or {},
+        stdout_path=stdout,
+    )
