@@ -45,10 +45,12 @@ def run_playbook(
     extravars: dict | None = None,
     *,
     artifacts_dir: Path | None = None,
+    strategy: str | None = None,
     on_task: Callable[[str], None] | None = None,
 ) -> PlaybookResult:
     """Run PROJECT_DIR/PLAYBOOK against INVENTORY (relative to PROJECT_DIR or absolute).
 
+    strategy: an Ansible strategy plugin (mitogen_linear for the virtual cluster).
     on_task is called with each task's name as it starts (for progress displays)."""
     import ansible_runner
 
@@ -60,6 +62,8 @@ def run_playbook(
         "ANSIBLE_NOCOLOR": "1",
         "PATH": os.environ.get("PATH", ""),
     }
+    if strategy:
+        env["ANSIBLE_STRATEGY"] = strategy
 
     def handler(event: dict) -> bool:
         if on_task and event.get("event") == "playbook_on_task_start":

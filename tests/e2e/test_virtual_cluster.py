@@ -1,5 +1,7 @@
 """The virtual cluster on real QEMU VMs: up, again with nothing changed, the VMs' kernels,
-identities and cluster network, then torn down leaving nothing behind but the cached image.
+identities and cluster network; site.yml on them (soft-RoCE, kernel NFS, the Isilon stand-in,
+the DL stack from the head's wheelhouse), again with nothing changed; then torn down, leaving
+nothing behind but the cached image.
 
 Runs in file order: the teardown test is last."""
 
@@ -21,6 +23,8 @@ STATE = REPO / ".cache" / "virtual-cluster"
 HOSTS = yaml.safe_load((REPO / INVENTORY).read_text())["all"]["children"]["cluster"]["children"]
 NODES = {name: v for group in HOSTS.values() for name, v in group["hosts"].items()}
 BRIDGE = "dlperfvc0"
+# One Python interpreter per VM instead of one per task (plugins/strategy/mitogen_linear.py).
+STRATEGY = "mitogen_linear"
 
 
 def timed(label: str, result: PlaybookResult) -> PlaybookResult:
@@ -99,6 +103,48 @@ def test_the_cluster_network_joins_the_vms_and_nothing_else(cluster):
         a["family"] == "inet6" and a["scope"] == "link"
         for a in json.loads(addrs.stdout)[0]["addr_info"]
     ), "the host has no address on the cluster bridge"
+
+
+@pytest.fixture(scope="module")
+def deployed(cluster, tmp_path_factory):
+    wheel = subprocess.run(
+        [str(REPO / "scripts" / "build-horovod-wheel.sh"), str(REPO / ".venv" / "bin" / "python")],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    extravars = {"dl_stack_horovod_wheel": wheel}
+    run = run_playbook(REPO, "site.yml", INVENTORY, extravars, strategy=STRATEGY,
+                       artifacts_dir=tmp_path_factory.mktemp("site"))  # fmt: skip
+    timed("site.yml", run)
+    return extravars
+
+
+def test_site_yml_a_second_time_changes_nothing(deployed, tmp_path):
+    again = run_playbook(REPO, "site.yml", INVENTORY, deployed, strategy=STRATEGY,
+                         artifacts_dir=tmp_path)  # fmt: skip
+    timed("site.yml again", again)
+    assert again.total_changed() == 0, again.count("changed")
+
+
+def test_a_file_written_over_nfs_on_one_node_is_read_on_another(deployed):
+    token = f"written-on-compute01-{time.time_ns()}"
+    vm("compute01", f"sudo -u dlperf sh -c 'echo {token} > /shared/e2e-token'")
+    assert vm("compute02", "cat /shared/e2e-token") == token
+    assert vm("head01", "stat -c %U /export/shared/e2e-token") == "dlperf"
+    for host in ("compute01", "compute02"):
+        shared = vm(host, "findmnt -n -o FSTYPE,OPTIONS /shared")
+        assert shared.startswith("nfs4 ") and "nodev" in shared and "nosuid" in shared, shared
+        isilon = vm(host, "findmnt -n -o FSTYPE,SOURCE,OPTIONS /mnt/isilon")
+        assert isilon.startswith("nfs 169.254.100.10:/ifs/data/dlperf ") and "vers=3" in isilon
+    # root on a client is squashed: it cannot write into the benchmark user's directory.
+    denied = vm("compute01", "touch /shared/root-was-here 2>&1 || echo denied")
+    assert denied.endswith("denied"), denied
+
+
+def test_every_node_has_an_active_soft_roce_device(deployed):
+    for host in NODES:
+        link = vm(host, "rdma link show")
+        assert "state ACTIVE" in link and "netdev eth1" in link, link
+        assert vm(host, "systemctl is-enabled dlperf-softroce.service") == "enabled"
 
 
 def test_teardown_removes_what_it_created_and_keeps_the_image(cluster, tmp_path):
