@@ -8,6 +8,7 @@ Runs in file order: the teardown test is last."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -105,8 +106,15 @@ def test_the_cluster_network_joins_the_vms_and_nothing_else(cluster):
     ), "the host has no address on the cluster bridge"
 
 
+# site.yml on TCG VMs takes ~30 min (first run ~17 min alone, second ~6-13): over the CI
+# budget with the other tiers, so it runs when asked for (DLPERF_E2E_SITE=1 make e2e).
+SITE = os.environ.get("DLPERF_E2E_SITE", "") not in ("", "0")
+
+
 @pytest.fixture(scope="module")
 def deployed(cluster, tmp_path_factory):
+    if not SITE:
+        pytest.skip("site.yml on the VMs runs with DLPERF_E2E_SITE=1 (about 30 minutes on TCG)")
     wheel = subprocess.run(
         [str(REPO / "scripts" / "build-horovod-wheel.sh"), str(REPO / ".venv" / "bin" / "python")],
         capture_output=True, text=True, check=True,
@@ -133,8 +141,13 @@ def test_a_file_written_over_nfs_on_one_node_is_read_on_another(deployed):
     for host in ("compute01", "compute02"):
         shared = vm(host, "findmnt -n -o FSTYPE,OPTIONS /shared")
         assert shared.startswith("nfs4 ") and "nodev" in shared and "nosuid" in shared, shared
-        isilon = vm(host, "findmnt -n -o FSTYPE,SOURCE,OPTIONS /mnt/isilon")
-        assert isilon.startswith("nfs 169.254.100.10:/ifs/data/dlperf ") and "vers=3" in isilon
+        fstype, source, options = vm(
+            host, "findmnt -n -o FSTYPE,SOURCE,OPTIONS /mnt/isilon"
+        ).split()
+        assert (fstype, source) == (
+            "nfs",
+            "169.254.100.10:/ifs/data/dlperf",
+        ) and "vers=3" in options
     # root on a client is squashed: it cannot write into the benchmark user's directory.
     denied = vm("compute01", "touch /shared/root-was-here 2>&1 || echo denied")
     assert denied.endswith("denied"), denied
