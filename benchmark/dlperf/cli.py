@@ -1,4 +1,4 @@
-"""The single `dlperf` command: `dlperf train`, `dlperf data prepare|digits`."""
+"""The single `dlperf` command: train, data, telemetry, sweep, report, allreduce, reproduce."""
 
 from __future__ import annotations
 
@@ -124,12 +124,33 @@ def _sweep_parser(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="plain lines instead of a progress display")
 
 
+def _allreduce_parser(sub) -> None:
+    p = sub.add_parser(
+        "allreduce",
+        help="a checked, timed Horovod allreduce across the launched ranks (cluster check)",
+        description="Run under horovodrun/mpirun; rank 0 prints the verdict and bandwidths.",
+    )
+    p.add_argument("--megabytes", type=float, default=4.0, help="tensor size per rank (MB)")
+    p.add_argument("--iterations", type=int, default=5, help="timed allreduces")
+    p.add_argument("--warmup", type=int, default=1, help="untimed allreduces first")
+    p.add_argument("--output", type=Path, default=None, help="JSON summary to write (rank 0)")
+
+
 def _report_parser(sub) -> None:
     p = sub.add_parser("report", help="figures 3-6, summary table and HTML from a sweep")
     p.add_argument("results", type=Path, help="RESULTS/RUN_ID directory of a sweep")
     p.add_argument("--output", type=Path, required=True, help="directory for PNGs and index.html")
     p.add_argument(
         "--baseline", type=Path, default=None, help="another sweep to compare throughput with"
+    )
+    p.add_argument(
+        "--tta",
+        type=Path,
+        default=None,
+        help="a --mode tta sweep for Fig. 3 and the time-to-accuracy columns",
+    )
+    p.add_argument(
+        "--note", action="append", default=[], help="a line for the report's notes (repeatable)"
     )
 
 
@@ -150,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     _telemetry_parser(sub)
     _sweep_parser(sub)
     _report_parser(sub)
+    _allreduce_parser(sub)
     return parser
 
 
@@ -295,12 +317,27 @@ def run_sweep_command(args, train_args: list[str]) -> int:
     return 0 if all(v in ("ok", "skipped") for v in outcome.values()) else 1
 
 
+def run_allreduce_command(args) -> int:
+    checks = [
+        (0 < args.megabytes <= 4096, f"--megabytes {args.megabytes}: must be in (0, 4096]"),
+        (args.iterations >= 1, f"--iterations {args.iterations}: must be >= 1"),
+        (args.warmup >= 0, f"--warmup {args.warmup}: must be >= 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(message)
+    from dlperf.allreduce import run_allreduce
+
+    summary = run_allreduce(args.megabytes, args.iterations, args.warmup, args.output)
+    return 0 if summary["correct"] else 1
+
+
 def run_report(args) -> int:
     from dlperf.report.data import ReportError
     from dlperf.report.html import build_report
 
     try:
-        report = build_report(args.results, args.output, args.baseline)
+        report = build_report(args.results, args.output, args.baseline, args.tta, tuple(args.note))
     except ReportError as exc:
         raise UsageError(str(exc)) from exc
     print(f"report: {report['html']}")
@@ -323,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             "data": run_data,
             "telemetry": run_telemetry,
             "report": run_report,
+            "allreduce": run_allreduce_command,
         }
         return handlers[args.command](args)
     except UsageError as exc:

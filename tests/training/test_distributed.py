@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import TINY, dlperf, read_result
@@ -51,3 +53,36 @@ def test_two_ranks_train_and_end_with_identical_parameters(tmp_path, controller)
     # DistributedTrainer averages the same gradients everywhere: bitwise-equal weights.
     assert rank0 == rank1
     assert result["provenance"]["horovod"] == "0.28.1"
+
+
+@pytest.mark.parametrize("controller", ["gloo", "mpi"])
+def test_allreduce_check_sums_every_rank_and_reports_bandwidth(tmp_path, controller):
+    out = tmp_path / "allreduce.json"
+    proc = dlperf(
+        "allreduce", "--megabytes", "1", "--iterations", "3", "--output", str(out),
+        launcher=HOROVODRUN[controller],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    # ranks contribute 1 and 2: every element of the sum is 3, exactly
+    assert summary["world_size"] == 2 and summary["expected"] == 3.0
+    assert summary["correct"] is True and summary["max_abs_error"] == 0.0
+    assert summary["controller"] == controller
+    assert summary["bytes"] == 1_000_000 and summary["median_s"] > 0
+    # nccl-tests' bus bandwidth: algbw * 2(n-1)/n, which is algbw itself for n = 2
+    assert summary["busbw_MBps"] == pytest.approx(summary["algbw_MBps"])
+    assert "correct" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--megabytes", "0"], "--megabytes 0.0: must be in (0, 4096]"),
+        (["--iterations", "0"], "--iterations 0: must be >= 1"),
+        (["--warmup", "-1"], "--warmup -1: must be >= 0"),
+    ],
+)
+def test_bad_allreduce_input_is_refused_naming_the_flag(tmp_path, args, needle):
+    proc = dlperf("allreduce", "--output", str(tmp_path / "a.json"), *args)
+    assert proc.returncode == 2 and needle in proc.stderr
+    assert not (tmp_path / "a.json").exists()

@@ -271,3 +271,26 @@ def test_report_refuses_unusable_results(tmp_path, case):
     assert proc.returncode == 2
     expected = "result.json: not a readable result file" if case == "corrupt" else "no <N>nodes/"
     assert expected in proc.stderr
+
+
+def test_a_throughput_sweep_report_takes_fig3_from_a_tta_sweep_or_says_why_not(swept, tmp_path):
+    proc = sweep(tmp_path, "tput", *TINY, "--batch-size", "16", "--classes", "10",
+                 "--iterations", "6", "--warmup-iterations", "2")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    note = "TCG: time to accuracy is not run on the VMs"
+    alone = build_report(tmp_path / "tput", tmp_path / "alone", notes=(note,))
+    fig3a, fig3b = alone["figures"]["fig3_time_to_accuracy"].axes
+    assert not fig3a.patches and not fig3b.lines
+    assert any(note in t.get_text() for t in fig3a.texts)
+    assert note in alone["html"].read_text()
+    both = build_report(tmp_path / "tput", tmp_path / "both", tta=swept)
+    rows = {row["nodes"]: row for row in both["rows"]}
+    tta2 = json.loads((swept / "2nodes" / "result.json").read_text())
+    tput2 = json.loads((tmp_path / "tput" / "2nodes" / "result.json").read_text())
+    assert rows[2]["time_to_accuracy_s"] == tta2["time_to_accuracy_s"]
+    assert rows[2]["throughput_img_per_s"] == tput2["throughput_img_per_s"]
+    assert rows[2]["status"] == "ok"
+    fig3a, _ = both["figures"]["fig3_time_to_accuracy"].axes
+    assert [round(b.get_height(), 6) for b in fig3a.patches][1] == round(
+        tta2["time_to_accuracy_s"] / 60, 6
+    )

@@ -23,8 +23,25 @@ def _no_data(ax, text: str) -> None:
     ax.set_yticks([])
 
 
-def fig_time_to_accuracy(points: list[Point], with_reference: bool = True):
+def fig_time_to_accuracy(points: list[Point], with_reference: bool = True, why_none: str = ""):
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    if not any(p.result.get("mode") == "tta" for p in points):
+        # A throughput sweep has no time to accuracy: say so rather than draw empty bars.
+        for a, title in ((ax, "Fig. 3a: time to accuracy"), (ax2, "Fig. 3b: speedup")):
+            a.set_title(title)
+            _no_data(
+                a,
+                "no time-to-accuracy points in this report\n"
+                + (
+                    why_none
+                    or (
+                        "the sweep measured throughput; run one with --mode tta\n"
+                        "and pass it to dlperf report --tta"
+                    )
+                ),
+            )
+        fig.tight_layout()
+        return fig
     rows = summary_rows(points)
     labels = [str(r["nodes"]) for r in rows]
     minutes = [(r["time_to_accuracy_s"] or 0) / 60 for r in rows]

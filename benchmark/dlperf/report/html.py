@@ -30,14 +30,37 @@ def _fmt(value, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
-def build_report(results: Path, output: Path, baseline: Path | None = None) -> dict:
+TTA_KEYS = ("epochs", "time_to_accuracy_s", "speedup", "scaling_efficiency")
+
+
+def merge_tta(rows: list[dict], tta_rows: list[dict]) -> list[dict]:
+    """The time-to-accuracy columns from a TTA sweep, the rest from the main one, by node count."""
+    by_nodes = {r["nodes"]: dict(r, **dict.fromkeys(TTA_KEYS)) for r in rows}
+    for t in tta_rows:
+        row = by_nodes.setdefault(
+            t["nodes"], dict(t, throughput_img_per_s=None, throughput_speedup=None)
+        )
+        row.update({k: t[k] for k in TTA_KEYS})
+        if t["status"] != "ok":
+            row["status"] = f"tta {t['status']}"
+    return [by_nodes[n] for n in sorted(by_nodes)]
+
+
+def build_report(
+    results: Path,
+    output: Path,
+    baseline: Path | None = None,
+    tta: Path | None = None,
+    notes: tuple[str, ...] = (),
+) -> dict:
     points = load_points(results)
     base = load_points(baseline) if baseline else None
+    tta_points = load_points(tta) if tta else points
     output.mkdir(parents=True, exist_ok=True)
     nas, nas_drawn, nas_why = fig_nas(points)
     fabric, fabric_drawn, fabric_why = fig_fabric(points)
     figures = {
-        "fig3_time_to_accuracy": fig_time_to_accuracy(points),
+        "fig3_time_to_accuracy": fig_time_to_accuracy(tta_points, why_none="\n".join(notes)),
         "fig4_throughput": fig_throughput(points, base),
         "fig5_nas_read": nas,
         "fig6_fabric": fabric,
@@ -50,6 +73,8 @@ def build_report(results: Path, output: Path, baseline: Path | None = None) -> d
         (output / f"{name}.png").write_bytes(buf.getvalue())
         images[name] = base64.b64encode(buf.getvalue()).decode()
     rows = summary_rows(points)
+    if tta:
+        rows = merge_tta(rows, summary_rows(tta_points))
     ref = reference()
     seed = ref["seed_ready_solution_v1_1"]
     table = "".join(
@@ -73,7 +98,7 @@ def build_report(results: Path, output: Path, baseline: Path | None = None) -> d
     failures = "".join(
         f"<li>{p.nodes} node(s): "
         f"<pre>{html.escape(str(p.result.get('error', ''))[-1500:])}</pre></li>"
-        for p in points
+        for p in (*points, *(tta_points if tta else ()))
         if not p.ok
     )
     mlperf = "".join(
@@ -81,17 +106,19 @@ def build_report(results: Path, output: Path, baseline: Path | None = None) -> d
         f"<td>{s['epochs']}</td></tr>"
         for s in ref["mlperf_training_v0_5_resnet_scale_up"]["systems"]
     )
-    notes = [("Fig. 5", nas_drawn, nas_why), ("Fig. 6", fabric_drawn, fabric_why)]
+    telemetry_notes = [("Fig. 5", nas_drawn, nas_why), ("Fig. 6", fabric_drawn, fabric_why)]
     missing = "".join(
         f"<li>{name}: {html.escape('; '.join(sorted(set(why))) or 'no samples')}</li>"
-        for name, drawn, why in notes
+        for name, drawn, why in telemetry_notes
         if not drawn or why
     )
+    note_items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
     page = (
         f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>dlperf report: {html.escape(results.name)}</title>
 <style>{STYLE}</style></head>
 <body><h1>dlperf report: {html.escape(results.name)}</h1>
+{"<h2>Notes</h2><ul>" + note_items + "</ul>" if notes else ""}
 <h2>Summary</h2>
 <table><tr><th>nodes</th><th>workers</th><th>status</th><th>epochs</th><th>time to accuracy (s)</th>
 <th>speedup</th><th>scaling efficiency</th><th>img/s</th></tr>{table}</table>

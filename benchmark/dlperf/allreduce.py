@@ -1,0 +1,75 @@
+"""`dlperf allreduce`: a Horovod allreduce across the launched ranks, checked and timed.
+
+The cluster check behind playbooks/validate.yml: every rank contributes a tensor filled with
+rank + 1, so the sum is known exactly (size * (size + 1) / 2 in every element) and a wrong or
+partial reduction is caught, not just a hang. Bandwidths follow nccl-tests' definitions:
+algorithm bandwidth = bytes / time, bus bandwidth = algbw * 2 (n - 1) / n (what each link
+carries in a ring allreduce), so numbers compare with published ones.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import time
+from pathlib import Path
+
+from dlperf.results import write_atomic
+
+
+def bus_factor(size: int) -> float:
+    return 2.0 * (size - 1) / size if size > 1 else 1.0
+
+
+def run_allreduce(megabytes: float, iterations: int, warmup: int, output: Path | None) -> dict:
+    import horovod.mxnet as hvd
+    import mxnet as mx
+    import numpy as np
+
+    from dlperf.train.comm import HorovodComm
+
+    comm = HorovodComm()
+    rank, size = comm.rank, comm.size
+    elements = max(1, int(megabytes * 1e6) // 4)
+    tensor = mx.nd.full((elements,), rank + 1, dtype="float32")
+    expected = size * (size + 1) / 2.0
+    times, worst = [], 0.0
+    for i in range(warmup + iterations):
+        start = time.perf_counter()
+        out = hvd.allreduce(tensor, average=False, name=f"dlperf.allreduce.{i}")
+        values = out.asnumpy()  # waits for the reduction
+        elapsed = time.perf_counter() - start
+        worst = max(worst, float(np.max(np.abs(values - expected))))
+        if i >= warmup:
+            times.append(elapsed)
+    # Every rank's verdict and timing, so one bad rank fails the whole check.
+    rows = comm.gather(np.array([worst, statistics.median(times)], dtype="float64"))
+    hosts = comm.hostnames()
+    median = max(float(t) for t in rows[:, 1])
+    nbytes = elements * 4
+    algbw = nbytes / median / 1e6
+    summary = {
+        "world_size": size,
+        "hosts": sorted(set(hosts)),
+        "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+        "bytes": nbytes,
+        "iterations": iterations,
+        "expected": expected,
+        "max_abs_error": float(max(rows[:, 0])),
+        "correct": bool(max(rows[:, 0]) == 0.0),
+        "median_s": median,
+        "algbw_MBps": algbw,
+        "busbw_MBps": algbw * bus_factor(size),
+        "launch_host": socket.gethostname(),
+    }
+    if rank == 0:
+        if output is not None:
+            write_atomic(output, summary)
+        state = "correct" if summary["correct"] else "WRONG"
+        print(
+            f"allreduce of {nbytes / 1e6:.1f} MB over {size} rank(s) on {len(summary['hosts'])} "
+            f"host(s): {state}, median {median * 1e3:.1f} ms, algbw {algbw:.1f} MB/s, "
+            f"busbw {summary['busbw_MBps']:.1f} MB/s",
+            flush=True,
+        )
+    return summary
