@@ -2,6 +2,7 @@
 .PHONY: test lint unit training molecule e2e bootstrap reproduce cluster-up cluster-deploy reproduce-down clean help
 
 INVENTORY ?=
+RUN_ID ?=
 
 help:
 	@echo "make reproduce   deploy + benchmark + report (virtual cluster by default; INVENTORY=... for a real one)"
@@ -19,12 +20,10 @@ lint unit training molecule e2e:
 bootstrap:
 	scripts/bootstrap.sh
 
-reproduce:
-	@echo "make reproduce is not complete yet: validate.yml, benchmark.yml and the report on the" >&2
-	@echo "cluster are still to come. Today: 'make cluster-up' boots the virtual cluster and" >&2
-	@echo "'make cluster-deploy' runs site.yml on it; 'ansible-playbook site.yml -i" >&2
-	@echo "inventory/reference' deploys a real cluster." >&2
-	@exit 2
+# The whole study: virtual cluster (default) or INVENTORY=..., site.yml, validate.yml,
+# benchmark.yml (sweep, fetch, report). RUN_ID=... resumes an interrupted run.
+reproduce: bootstrap
+	.venv/bin/dlperf reproduce --project . $(if $(INVENTORY),--inventory $(INVENTORY)) $(if $(RUN_ID),--run-id $(RUN_ID))
 
 # The virtual cluster alone (playbooks/virtual_cluster.yml on inventory/virtual).
 cluster-up: bootstrap

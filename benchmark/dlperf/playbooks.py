@@ -5,6 +5,7 @@ changed, failed or was unreachable, how long it took and where the full output i
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -60,7 +61,8 @@ def run_playbook(
     env = {
         "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
-        "PATH": os.environ.get("PATH", ""),
+        # ansible-playbook (and dlperf, for the report) from the same venv as this Python
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
     }
     if strategy:
         env["ANSIBLE_STRATEGY"] = strategy

@@ -1,7 +1,8 @@
 """The virtual cluster on real QEMU VMs: up, again with nothing changed, the VMs' kernels,
-identities and cluster network; site.yml on them (soft-RoCE, kernel NFS, the Isilon stand-in,
-the DL stack from the head's wheelhouse), again with nothing changed; then torn down, leaving
-nothing behind but the cached image.
+identities and cluster network; then `dlperf reproduce` on them - site.yml (soft-RoCE, kernel
+NFS, the Isilon stand-in, the DL stack from the head's wheelhouse), validate.yml, the sweep over
+1 and 2 compute nodes, fetch and report; then torn down, leaving nothing behind but the cached
+image.
 
 Runs in file order: the teardown test is last."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 from dlperf.playbooks import PlaybookResult, run_playbook
+from dlperf.reproduce import (
+    VIRTUAL_STRATEGY,
+    ReproduceConfig,
+    horovod_wheel,
+    phase_table,
+    run_reproduce,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = "inventory/virtual/hosts.yml"
@@ -24,8 +33,6 @@ STATE = REPO / ".cache" / "virtual-cluster"
 HOSTS = yaml.safe_load((REPO / INVENTORY).read_text())["all"]["children"]["cluster"]["children"]
 NODES = {name: v for group in HOSTS.values() for name, v in group["hosts"].items()}
 BRIDGE = "dlperfvc0"
-# One Python interpreter per VM instead of one per task (plugins/strategy/mitogen_linear.py).
-STRATEGY = "mitogen_linear"
 
 
 def timed(label: str, result: PlaybookResult) -> PlaybookResult:
@@ -106,34 +113,70 @@ def test_the_cluster_network_joins_the_vms_and_nothing_else(cluster):
     ), "the host has no address on the cluster bridge"
 
 
-# site.yml on TCG VMs takes ~30 min (first run ~17 min alone, second ~6-13): over the CI
-# budget with the other tiers, so it runs when asked for (DLPERF_E2E_SITE=1 make e2e).
-SITE = os.environ.get("DLPERF_E2E_SITE", "") not in ("", "0")
+# `dlperf reproduce` on the VMs: site.yml, validate.yml, benchmark.yml (throughput sweep over 1
+# and 2 compute nodes, fetched and reported). DLPERF_E2E=quick skips it (the VM tests above only).
+QUICK = os.environ.get("DLPERF_E2E", "") == "quick"
+# A second site.yml (0 changed) costs another 6-13 min on TCG: asked for with DLPERF_E2E=full.
+FULL = os.environ.get("DLPERF_E2E", "") == "full"
+RUN_ID = "e2e"
 
 
 @pytest.fixture(scope="module")
-def deployed(cluster, tmp_path_factory):
-    if not SITE:
-        pytest.skip("site.yml on the VMs runs with DLPERF_E2E_SITE=1 (about 30 minutes on TCG)")
-    wheel = subprocess.run(
-        [str(REPO / "scripts" / "build-horovod-wheel.sh"), str(REPO / ".venv" / "bin" / "python")],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    extravars = {"dl_stack_horovod_wheel": wheel}
-    run = run_playbook(REPO, "site.yml", INVENTORY, extravars, strategy=STRATEGY,
-                       artifacts_dir=tmp_path_factory.mktemp("site"))  # fmt: skip
-    timed("site.yml", run)
-    return extravars
+def reproduced(cluster):
+    if QUICK:
+        pytest.skip("DLPERF_E2E=quick: the VMs only, no dlperf reproduce")
+    results = REPO / "results"
+    shutil.rmtree(results / RUN_ID, ignore_errors=True)
+    cfg = ReproduceConfig(REPO, Path("inventory/virtual"), RUN_ID, results)
+    t0 = time.monotonic()
+    record = run_reproduce(cfg, lambda phase, text: text.startswith("done") and print(
+        f"\n[e2e] {phase}: {text}"))  # fmt: skip
+    print(f"\n[e2e] dlperf reproduce: {time.monotonic() - t0:.0f} s")
+    print("\n".join(phase_table(record)))
+    return record, results / RUN_ID
 
 
-def test_site_yml_a_second_time_changes_nothing(deployed, tmp_path):
-    again = run_playbook(REPO, "site.yml", INVENTORY, deployed, strategy=STRATEGY,
-                         artifacts_dir=tmp_path)  # fmt: skip
+def test_reproduce_ends_with_the_report_of_real_vm_runs(reproduced):
+    record, run = reproduced
+    assert [p for p, v in record["phases"].items() if v["status"] == "ok"] == [
+        "cluster", "site", "validate", "benchmark"]  # fmt: skip
+    page = Path(record["report"]).read_text()
+    assert page.count('src="data:image/png;base64,') == 4
+    assert "TCG" in page or "kvm" in (STATE / "accel").read_text()
+    for n in (1, 2):
+        result = json.loads((run / "throughput" / f"{n}nodes" / "result.json").read_text())
+        assert result["status"] == "ok", result.get("error")
+        assert result["nodes"] == n and result["world_size"] == n
+        assert result["throughput_img_per_s"] > 0
+        # telemetry came from every node of the point, written over NFS
+        hosts = {p.stem for p in (run / "throughput" / f"{n}nodes" / "telemetry").glob("*.jsonl")}
+        assert hosts == {"compute01", "compute02"} if n == 2 else hosts == {"compute01"}
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    assert [r["nodes"] for r in summary["rows"]] == [1, 2]
+
+
+def test_validation_passed_every_cross_node_check(reproduced):
+    _, run = reproduced
+    rows = json.loads((run / "validate.json").read_text())["rows"]
+    status = {(r["check"], r["node"]): r["status"] for r in rows}
+    assert not [k for k, v in status.items() if v == "fail"], rows
+    for check in ("NFS across nodes", "RDMA bandwidth", "MPI hello", "Horovod allreduce"):
+        assert [v for (c, _), v in status.items() if c == check] == ["pass"], (check, rows)
+    assert all(status[("RDMA device", h)] == "pass" for h in NODES)
+    assert all(status[("GPUs", h)] == "skip" for h in NODES)
+
+
+def test_site_yml_a_second_time_changes_nothing(reproduced, tmp_path):
+    if not FULL:
+        pytest.skip("a second site.yml (6-13 min on TCG) runs with DLPERF_E2E=full")
+    wheel = horovod_wheel(REPO)
+    again = run_playbook(REPO, "site.yml", INVENTORY, {"dl_stack_horovod_wheel": wheel},
+                         strategy=VIRTUAL_STRATEGY, artifacts_dir=tmp_path)  # fmt: skip
     timed("site.yml again", again)
     assert again.total_changed() == 0, again.count("changed")
 
 
-def test_a_file_written_over_nfs_on_one_node_is_read_on_another(deployed):
+def test_a_file_written_over_nfs_on_one_node_is_read_on_another(reproduced):
     token = f"written-on-compute01-{time.time_ns()}"
     vm("compute01", f"sudo -u dlperf sh -c 'echo {token} > /shared/e2e-token'")
     assert vm("compute02", "cat /shared/e2e-token") == token
@@ -153,7 +196,7 @@ def test_a_file_written_over_nfs_on_one_node_is_read_on_another(deployed):
     assert denied.endswith("denied"), denied
 
 
-def test_every_node_has_an_active_soft_roce_device(deployed):
+def test_every_node_has_an_active_soft_roce_device(reproduced):
     for host in NODES:
         link = vm(host, "rdma link show")
         assert "state ACTIVE" in link and "netdev eth1" in link, link
