@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 # Debian packages the test tiers use: podman + runc + netavark/aardvark (named networks with DNS)
 # and iptables (netavark programs its bridges through it; podman only suggests it) for molecule,
 # debootstrap for the test image, python3-venv for .venv; a C++ toolchain, cmake and OpenMPI to
-# build Horovod and run multi-process training; QEMU for the virtual cluster (e2e tier).
+# build Horovod and run multi-process training; QEMU for the virtual cluster (e2e tier), rsync
+# for benchmark.yml fetching results from it (ansible.posix.synchronize).
 system_packages=(podman runc netavark aardvark-dns catatonit iptables debootstrap python3-venv git make
                  build-essential cmake libopenmpi-dev openmpi-bin
-                 qemu-system-x86 qemu-utils openssh-client)
+                 qemu-system-x86 qemu-utils openssh-client rsync)
 
 missing=()
 for pkg in "${system_packages[@]}"; do

@@ -137,6 +137,10 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     else:
         node_hosts = cfg.hosts[:nodes]
         hostlist = ",".join(f"{h}:{cfg.procs_per_node}" for h in node_hosts)
+    # Horovod runs a job whose hosts are all this machine on loopback, and refuses a
+    # --network-interface without 127.0.0.1 there: the interface only matters between nodes.
+    here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0], socket.getfqdn()}
+    interface = None if set(node_hosts) <= here else cfg.network_interface
     cmd = launch_command(
         "horovodrun",
         hostlist,
@@ -144,7 +148,7 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
         [*cfg.train_args, "--output", str(partial)],
         dlperf=str(Path(sys.executable).parent / "dlperf"),
         controller=cfg.controller,
-        network_interface=cfg.network_interface,
+        network_interface=interface,
     )
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     telemetry = Telemetry(cfg, node_hosts, partial / "telemetry")
