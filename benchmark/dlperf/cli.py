@@ -94,6 +94,11 @@ def _telemetry_parser(sub) -> None:
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024, help="file size limit")
+    p.add_argument(
+        "--stop-on-stdin-eof",
+        action="store_true",
+        help="also stop when standard input closes (samplers started over SSH)",
+    )
 
 
 def _sweep_parser(sub) -> None:
@@ -296,7 +301,7 @@ def run_telemetry(args) -> int:
         raise UsageError(f"--max-bytes {args.max_bytes}: must be >= 4096")
     from dlperf.telemetry.sampler import run_sampler
 
-    run_sampler(args.output, args.interval, args.duration, args.max_bytes)
+    run_sampler(args.output, args.interval, args.duration, args.max_bytes, args.stop_on_stdin_eof)
     return 0
 
 

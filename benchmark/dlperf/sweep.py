@@ -99,11 +99,21 @@ class Telemetry:
                 "--interval",
                 str(cfg.telemetry_interval),
             ]
-            if host != "localhost":  # results directory on shared storage, same path everywhere
-                args = ["ssh", "-o", "BatchMode=yes", host, " ".join(args)]
+            remote = host != "localhost"
+            if remote:  # results directory on shared storage, same path everywhere
+                # SSH forwards no signal: the remote sampler ends when its stdin (this pipe)
+                # closes, which also happens when the sweep itself is killed.
+                args = [
+                    "ssh",
+                    "-o",
+                    "BatchMode=yes",
+                    host,
+                    " ".join([*args, "--stop-on-stdin-eof"]),
+                ]
             self.procs.append(
                 subprocess.Popen(
                     args,
+                    stdin=subprocess.PIPE if remote else subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
@@ -112,7 +122,9 @@ class Telemetry:
 
     def stop(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
+            if proc.stdin is not None:
+                proc.stdin.close()  # remote: EOF stops the sampler, then ssh exits
+            elif proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         for proc in self.procs:
             try:

@@ -114,17 +114,19 @@ def test_the_cluster_network_joins_the_vms_and_nothing_else(cluster):
 
 
 # `dlperf reproduce` on the VMs: site.yml, validate.yml, benchmark.yml (throughput sweep over 1
-# and 2 compute nodes, fetched and reported). DLPERF_E2E=quick skips it (the VM tests above only).
-QUICK = os.environ.get("DLPERF_E2E", "") == "quick"
-# A second site.yml (0 changed) costs another 6-13 min on TCG: asked for with DLPERF_E2E=full.
-FULL = os.environ.get("DLPERF_E2E", "") == "full"
+# and 2 compute nodes, fetched and reported). On TCG it takes longer than the e2e budget of
+# make test (README: measured phases), so it runs when asked for: DLPERF_E2E=reproduce, or
+# DLPERF_E2E=full, which adds a second site.yml (0 changed; another 6-13 min).
+MODE = os.environ.get("DLPERF_E2E", "")
+QUICK = MODE not in ("reproduce", "full")
+FULL = MODE == "full"
 RUN_ID = "e2e"
 
 
 @pytest.fixture(scope="module")
 def reproduced(cluster):
     if QUICK:
-        pytest.skip("DLPERF_E2E=quick: the VMs only, no dlperf reproduce")
+        pytest.skip("dlperf reproduce on the VMs (~35 min on TCG) runs with DLPERF_E2E=reproduce")
     results = REPO / "results"
     shutil.rmtree(results / RUN_ID, ignore_errors=True)
     cfg = ReproduceConfig(REPO, Path("inventory/virtual"), RUN_ID, results)

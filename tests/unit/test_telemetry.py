@@ -111,6 +111,27 @@ def test_sampler_stops_cleanly_on_sigterm(tmp_path):
     assert rows[0]["header"] and len(rows) >= 3
 
 
+def test_sampler_started_over_ssh_stops_when_its_stdin_closes(tmp_path):
+    # The sweep starts remote samplers as `ssh host dlperf telemetry --stop-on-stdin-eof`: SSH
+    # forwards no signal, so the connection closing (sweep done or killed) must end them.
+    out = tmp_path / "t.jsonl"
+    proc = subprocess.Popen(
+        [str(BIN / "dlperf"), "telemetry", "--output", str(out), "--interval", "0.2",
+         "--stop-on-stdin-eof"],
+        stdin=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while (
+        not out.exists() or len(out.read_text().splitlines()) < 3
+    ) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is None, "the sampler must run while its stdin is open"
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    rows = rows_of(out)
+    assert rows[0]["header"] and len(rows) >= 3 and "t" in rows[-1]
+
+
 def test_bad_interval_is_refused(tmp_path):
     proc = subprocess.run(
         [str(BIN / "dlperf"), "telemetry", "--output", str(tmp_path / "t"), "--interval", "0"],

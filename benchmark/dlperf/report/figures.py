@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from importlib import resources
 
 import matplotlib
@@ -29,17 +30,12 @@ def fig_time_to_accuracy(points: list[Point], with_reference: bool = True, why_n
         # A throughput sweep has no time to accuracy: say so rather than draw empty bars.
         for a, title in ((ax, "Fig. 3a: time to accuracy"), (ax2, "Fig. 3b: speedup")):
             a.set_title(title)
-            _no_data(
-                a,
-                "no time-to-accuracy points in this report\n"
-                + (
-                    why_none
-                    or (
-                        "the sweep measured throughput; run one with --mode tta\n"
-                        "and pass it to dlperf report --tta"
-                    )
-                ),
+            why = why_none or (
+                "the sweep measured throughput; run one with --mode tta "
+                "and pass it to dlperf report --tta"
             )
+            lines = [textwrap.fill(line, 48) for line in why.splitlines()]
+            _no_data(a, "no time-to-accuracy points in this report\n\n" + "\n".join(lines))
         fig.tight_layout()
         return fig
     rows = summary_rows(points)

@@ -12,6 +12,8 @@ import json
 import os
 import signal
 import socket
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -94,10 +96,33 @@ class Sampler:
         return rows
 
 
-def run_sampler(output: Path, interval: float, duration: float | None, max_bytes: int) -> int:
+def stop_when_stdin_closes(sampler: Sampler) -> None:
+    """Stop when standard input reaches EOF: a sampler started over SSH ends with its
+    connection, even when whoever started it was killed (SSH forwards no signal)."""
+
+    def watch() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        sampler.stop()
+
+    threading.Thread(target=watch, name="stdin-eof", daemon=True).start()
+
+
+def run_sampler(
+    output: Path,
+    interval: float,
+    duration: float | None,
+    max_bytes: int,
+    stop_on_stdin_eof: bool = False,
+) -> int:
     sampler = Sampler(output, interval, max_bytes)
     signal.signal(signal.SIGTERM, sampler.stop)
     signal.signal(signal.SIGINT, sampler.stop)
+    if stop_on_stdin_eof:
+        stop_when_stdin_closes(sampler)
     return sampler.run(duration)
 
 
