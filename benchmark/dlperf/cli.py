@@ -243,10 +243,18 @@ def _set_runtime_defaults(args) -> None:
         os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("HOROVOD_LOCAL_SIZE") or 1
     )
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local)))
-    # oneDNN stays on: the "Check failed: !IsMKLDNNData()" crash seen with MXNet 1.9.1 and
-    # Horovod's DistributedTrainer does not occur with this loop (hybridized with static
-    # allocation, shapes initialised by one forward pass before the parameter broadcast), and
-    # turning oneDNN off costs 4-5x on CPU. MXNET_MKLDNN_ENABLED=0 in the environment still wins.
+    # oneDNN (MKLDNN) is off for CPU runs of more than one worker: MXNet 1.9.1 with Horovod's
+    # DistributedTrainer intermittently aborts with "Check failed: !IsMKLDNNData()" when the
+    # allreduce reads a gradient still in oneDNN layout (seen in 3 of 3 two-rank gloo runs on one
+    # loaded 2-core machine, never on another). Off costs 4-5x on CPU; CPU runs here are checks
+    # and demos, the reference runs on GPUs, where oneDNN plays no part. A single worker keeps
+    # it; MXNET_MKLDNN_ENABLED in the environment still wins.
+    from dlperf.train.comm import launched_distributed
+
+    if args.device != "gpu" and launched_distributed():
+        world = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("HOROVOD_SIZE") or 1)
+        if world > 1:
+            os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
     if args.device != "gpu":
         os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dlperf_module_utils.dlperf_job import launch_command, log_tail
+from dlperf_module_utils.dlperf_job import job_environment, launch_command, log_tail
 
 from dlperf.results import Result, write_atomic, write_result
 
@@ -99,21 +98,15 @@ class Telemetry:
                 "--interval",
                 str(cfg.telemetry_interval),
             ]
-            remote = host != "localhost"
-            if remote:  # results directory on shared storage, same path everywhere
-                # SSH forwards no signal: the remote sampler ends when its stdin (this pipe)
-                # closes, which also happens when the sweep itself is killed.
-                args = [
-                    "ssh",
-                    "-o",
-                    "BatchMode=yes",
-                    host,
-                    " ".join([*args, "--stop-on-stdin-eof"]),
-                ]
+            # Every sampler ends when its stdin (a pipe from this process) closes: at stop(),
+            # or when the sweep itself dies, even by SIGKILL; SSH forwards that EOF, not signals.
+            args.append("--stop-on-stdin-eof")
+            if host != "localhost":  # results directory on shared storage, same path everywhere
+                args = ["ssh", "-o", "BatchMode=yes", host, " ".join(args)]
             self.procs.append(
                 subprocess.Popen(
                     args,
-                    stdin=subprocess.PIPE if remote else subprocess.DEVNULL,
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
@@ -122,10 +115,7 @@ class Telemetry:
 
     def stop(self) -> None:
         for proc in self.procs:
-            if proc.stdin is not None:
-                proc.stdin.close()  # remote: EOF stops the sampler, then ssh exits
-            elif proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+            proc.stdin.close()
         for proc in self.procs:
             try:
                 proc.wait(timeout=30)
@@ -162,7 +152,9 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
         controller=cfg.controller,
         network_interface=interface,
     )
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    env = job_environment(
+        dict(os.environ), {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    )
     telemetry = Telemetry(cfg, node_hosts, partial / "telemetry")
     start = time.monotonic()
     log = partial / "train.log"

@@ -77,6 +77,18 @@ def launch_command(
     return [*cmd, dlperf, "train", *train_args]
 
 
+# Gloo gives up on a peer after 30 s, shorter than a rank's first steps (oneDNN/cuDNN kernel
+# selection, an import from NFS) take on a loaded or emulated node; an environment value wins.
+GLOO_TIMEOUT_DEFAULT = {"HOROVOD_GLOO_TIMEOUT_SECONDS": "300"}
+
+
+def job_environment(base: dict, extra: dict | None = None) -> dict:
+    """The environment of a launched job: BASE, the Gloo timeout unless set, then EXTRA."""
+    env = {**GLOO_TIMEOUT_DEFAULT, **base}
+    env.update({k: str(v) for k, v in (extra or {}).items()})
+    return env
+
+
 def read_result(output: str) -> dict | None:
     path = os.path.join(output, "result.json")
     try:

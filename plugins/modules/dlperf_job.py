@@ -117,6 +117,7 @@ import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.dlperf_job import (  # noqa: E402
+    job_environment,
     launch_command,
     log_tail,
     read_result,
@@ -172,7 +173,7 @@ def main() -> None:
     os.makedirs(output, exist_ok=True)
     if os.path.exists(result_file):  # never report a previous job's numbers as this one's
         os.unlink(result_file)
-    env = dict(os.environ, **{k: str(v) for k, v in p["environment"].items()})
+    env = job_environment(dict(os.environ), p["environment"])
     start = time.monotonic()
     with open(log, "w") as fh:
         proc = subprocess.Popen(

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
-ENV = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+# Gloo waits 30 s for a peer by default: short for first steps on a loaded 2-core machine.
+ENV = dict(
+    os.environ,
+    PATH=f"{BIN}:{os.environ['PATH']}",
+    OMP_NUM_THREADS="1",
+    HOROVOD_GLOO_TIMEOUT_SECONDS="300",
+)
 TINY = ["--model", "resnet18_v1.5", "--width-multiplier", "0.25", "--image-size", "32"]
 
 

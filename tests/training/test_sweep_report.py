@@ -133,6 +133,17 @@ def test_sweep_resumes_after_interrupted_point(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep dies mid-point
     proc.wait()
     assert not (tmp_path / "cut" / "2nodes").exists(), "an interrupted point must not look finished"
+    # its samplers (own sessions, so not in the killed group) end with the sweep's pipe
+    deadline = time.monotonic() + 30
+    while (
+        time.monotonic() < deadline
+        and subprocess.run(
+            ["pgrep", "-f", f"dlperf telemetry --output {partial}"], capture_output=True
+        ).returncode
+        == 0
+    ):
+        time.sleep(0.5)
+    assert subprocess.run(["pgrep", "-f", f"dlperf telemetry --output {partial}"]).returncode == 1
     first = (tmp_path / "cut" / "1nodes" / "result.json").read_text()
 
     short = [a if a != "400" else "6" for a in train]
@@ -145,6 +156,40 @@ def test_sweep_resumes_after_interrupted_point(tmp_path):
     assert not partial.exists()
     other = sweep(tmp_path, "cut", *short)
     assert other.returncode == 2 and "other settings" in other.stderr
+
+
+def test_a_rank_killed_mid_point_fails_that_point_only_and_a_rerun_repeats_just_it(tmp_path):
+    train = [*TINY, "--batch-size", "16", "--classes", "10", "--iterations", "150",
+             "--warmup-iterations", "2"]  # fmt: skip
+    first = sweep(tmp_path, "kill", *train, nodes="1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    one = (tmp_path / "kill" / "1nodes" / "result.json").read_text()
+    proc = subprocess.Popen(
+        [str(BIN / "dlperf"), "sweep", "--quiet", "--nodes", "1,2", "--results", str(tmp_path),
+         "--run-id", "kill", "--telemetry-interval", "0.5", *train],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    partial = tmp_path / "kill" / ".2nodes.partial"
+    # the ranks themselves: python running dlperf (not horovodrun's line, nor a wrapping shell)
+    pattern = rf"python[0-9.]* \S+/dlperf train .*--output {partial}"
+    deadline, ranks = time.monotonic() + 300, []
+    while len(ranks) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+        ranks = out.stdout.split()
+        time.sleep(0.5)
+    assert len(ranks) == 2, "the 2-rank point never started"
+    time.sleep(3)
+    os.kill(int(ranks[1]), signal.SIGKILL)  # one rank dies; the launcher must not hang
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1, output
+    assert "1 node(s): skipped" in output and "2 node(s): failed" in output
+    failed = json.loads((tmp_path / "kill" / "2nodes" / "result.json").read_text())
+    assert failed["status"] == "failed" and "log tail" in failed["error"]
+    assert (tmp_path / "kill" / "1nodes" / "result.json").read_text() == one
+    rerun = sweep(tmp_path, "kill", *train)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "1 node(s): skipped" in rerun.stdout and "2 node(s): ok" in rerun.stdout
+    assert (tmp_path / "kill" / "1nodes" / "result.json").read_text() == one
 
 
 def test_failed_point_is_recorded_with_its_log_tail_and_the_sweep_goes_on(tmp_path):
