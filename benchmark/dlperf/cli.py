@@ -141,30 +141,6 @@ def _allreduce_parser(sub) -> None:
     p.add_argument("--output", type=Path, default=None, help="JSON summary to write (rank 0)")
 
 
-def _reproduce_parser(sub) -> None:
-    p = sub.add_parser(
-        "reproduce",
-        help="deploy, validate, sweep and report in one command (the virtual cluster by default)",
-        description="Runs the repository's playbooks through ansible-runner: virtual cluster up "
-        "(inventory/virtual only), site.yml, validate.yml, benchmark.yml (sweep, fetch, report).",
-    )
-    p.add_argument(
-        "--inventory",
-        type=Path,
-        default=Path("inventory/virtual"),
-        help="inventory, relative to --project (inventory/reference: the seed's cluster)",
-    )
-    p.add_argument("--project", type=Path, default=Path("."), help="the dlperf-cluster repository")
-    p.add_argument("--results", type=Path, default=Path("results"), help="results root")
-    p.add_argument(
-        "--run-id", default=None, help="run id (default: a timestamp); reuse it to resume"
-    )
-    p.add_argument(
-        "--no-deploy", action="store_true", help="skip site.yml (the cluster is deployed already)"
-    )
-    p.add_argument("--quiet", action="store_true", help="plain lines instead of a live display")
-
-
 def _report_parser(sub) -> None:
     p = sub.add_parser("report", help="figures 3-6, summary table and HTML from a sweep")
     p.add_argument("results", type=Path, help="RESULTS/RUN_ID directory of a sweep")
@@ -201,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     _sweep_parser(sub)
     _report_parser(sub)
     _allreduce_parser(sub)
+    from dlperf.reproduce import add_parser as _reproduce_parser
+
     _reproduce_parser(sub)
     return parser
 
@@ -371,64 +349,13 @@ def run_allreduce_command(args) -> int:
 
 
 def run_reproduce_command(args) -> int:
-    import time
+    from dlperf.reproduce import ReproduceError, config_from_args, run_command
 
-    from dlperf.reproduce import (
-        ReproduceConfig,
-        ReproduceError,
-        check,
-        phase_table,
-        run_reproduce,
-    )
-
-    project = args.project.resolve()
-    results = args.results if args.results.is_absolute() else project / args.results
-    cfg = ReproduceConfig(
-        project=project,
-        inventory=args.inventory,
-        run_id=args.run_id or time.strftime("%Y%m%d-%H%M%S"),
-        results=results,
-        deploy=not args.no_deploy,
-    )
     try:
-        check(cfg)
+        cfg = config_from_args(args)
     except ReproduceError as exc:
         raise UsageError(str(exc)) from exc
-    from dlperf.progress import interactive
-
-    live = not args.quiet and interactive()
-    console = None
-    if live:
-        from rich.console import Console
-
-        console = Console(stderr=True)
-    t0 = time.monotonic()
-
-    def plain(phase: str, text: str) -> None:
-        if text.endswith(("starting", "skipped")) or text.startswith("done in"):
-            stamp = time.strftime("%H:%M:%S")
-            print(f"[{stamp} +{time.monotonic() - t0:5.0f}s] {phase}: {text}", flush=True)
-
-    try:
-        if live:
-            with console.status(f"reproduce {cfg.run_id}") as status:
-
-                def show(phase: str, text: str) -> None:
-                    status.update(f"{phase}: {text}")
-                    if text.endswith(("starting", "skipped")) or text.startswith("done in"):
-                        console.log(f"{phase}: {text}")
-
-                record = run_reproduce(cfg, show)
-        else:
-            record = run_reproduce(cfg, plain)
-    except ReproduceError as exc:
-        print(f"dlperf reproduce: {exc}", file=sys.stderr)
-        print(f"record: {cfg.run_dir / 'reproduce.json'}; resume with --run-id {cfg.run_id}",
-              file=sys.stderr)  # fmt: skip
-        return 1
-    print("\n".join(phase_table(record)))
-    print(f"report: {record['report']}")
-    return 0
+    return run_command(cfg, quiet=args.quiet)
 
 
 def run_report(args) -> int:

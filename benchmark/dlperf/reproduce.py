@@ -167,3 +167,82 @@ def phase_table(record: dict) -> list[str]:
         status = "resumed" if p.get("resumed") else p["status"]
         lines.append(f"{name:<10} {status:<8} {p['duration_s']:>7.0f}s  {p['changed']}")
     return lines
+
+
+def config_from_args(args) -> ReproduceConfig:
+    """The checked configuration of `dlperf reproduce` (ReproduceError names a bad value)."""
+    project = args.project.resolve()
+    cfg = ReproduceConfig(
+        project=project,
+        inventory=args.inventory,
+        run_id=args.run_id or time.strftime("%Y%m%d-%H%M%S"),
+        results=args.results if args.results.is_absolute() else project / args.results,
+        deploy=not args.no_deploy,
+    )
+    check(cfg)
+    return cfg
+
+
+def _milestone(text: str) -> bool:
+    return text.endswith(("starting", "skipped")) or text.startswith("done in")
+
+
+def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
+    """Run with a live status line on a terminal (plain timestamped lines otherwise)."""
+    from dlperf.progress import interactive
+
+    t0 = time.monotonic()
+    try:
+        if not quiet and interactive():
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            with console.status(f"reproduce {cfg.run_id}") as status:
+
+                def show(phase: str, text: str) -> None:
+                    status.update(f"{phase}: {text}")
+                    if _milestone(text):
+                        console.log(f"{phase}: {text}")
+
+                record = run_reproduce(cfg, show)
+        else:
+
+            def plain(phase: str, text: str) -> None:
+                if _milestone(text):
+                    stamp = f"{time.strftime('%H:%M:%S')} +{time.monotonic() - t0:5.0f}s"
+                    print(f"[{stamp}] {phase}: {text}", flush=True)
+
+            record = run_reproduce(cfg, plain)
+    except ReproduceError as exc:
+        print(f"dlperf reproduce: {exc}", file=sys.stderr)
+        print(f"record: {cfg.run_dir / 'reproduce.json'}; resume with --run-id {cfg.run_id}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    print("\n".join(phase_table(record)))
+    print(f"report: {record['report']}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """`dlperf reproduce`'s flags (the CLI's subcommand)."""
+    p = sub.add_parser(
+        "reproduce",
+        help="deploy, validate, sweep and report in one command (the virtual cluster by default)",
+        description="Runs the repository's playbooks through ansible-runner: virtual cluster up "
+        "(inventory/virtual only), site.yml, validate.yml, benchmark.yml (sweep, fetch, report).",
+    )
+    p.add_argument(
+        "--inventory",
+        type=Path,
+        default=Path("inventory/virtual"),
+        help="inventory, relative to --project (inventory/reference: the seed's cluster)",
+    )
+    p.add_argument("--project", type=Path, default=Path("."), help="the dlperf-cluster repository")
+    p.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    p.add_argument(
+        "--run-id", default=None, help="run id (default: a timestamp); reuse it to resume"
+    )
+    p.add_argument(
+        "--no-deploy", action="store_true", help="skip site.yml (the cluster is deployed already)"
+    )
+    p.add_argument("--quiet", action="store_true", help="plain lines instead of a live display")
