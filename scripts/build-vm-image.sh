@@ -4,13 +4,34 @@
 # so site.yml converges on the VMs instead of downloading. Cached by the content of its recipe:
 # this file, the package list and the roles' package defaults it is made of.
 #
-# Usage: scripts/build-vm-image.sh PACKAGE...     prints the image directory on stdout
-#   The directory holds base.qcow2 (the root file system), vmlinuz and initrd.img (booted
-#   directly), id_ed25519{,.pub} (root's key, for Ansible) and packages.txt.
+# Usage: scripts/build-vm-image.sh [--dl-stack VENV UID:GID HOROVOD_WHEEL PYTHON] PACKAGE...
+#   prints the image directory on stdout. The directory holds base.qcow2 (the root file
+#   system), vmlinuz and initrd.img (booted directly), id_ed25519{,.pub} (root's key, for
+#   Ansible) and packages.txt.
+#   --dl-stack preloads the DL stack the dl_stack role installs: VENV (and its sibling
+#   build-venv) owned by UID:GID, holding the pinned dlperf[train,cpu] dependencies (downloaded
+#   by PYTHON's pip on this host, with its configuration) and HOROVOD_WHEEL, byte-compiled at
+#   native speed; the wheels stay in /var/cache/dlperf/wheels, the image's wheel mirror. dlperf
+#   itself is not in the image: the role installs it from the head node's wheelhouse.
 # Env:   DLPERF_CACHE   cache directory (default ~/.cache/dlperf-cluster)
 #        DLPERF_VM_DISK_SIZE   root file system size (default 6G; the qcow2 stays sparse)
 set -euo pipefail
-(($#)) || { echo "usage: build-vm-image.sh PACKAGE..." >&2; exit 2; }
+usage="usage: build-vm-image.sh [--dl-stack VENV UID:GID HOROVOD_WHEEL PYTHON] PACKAGE..."
+venv='' owner='' horovod='' host_python='' pins=''
+if [[ ${1:-} == --dl-stack ]]; then
+  (($# >= 5)) || { echo "$usage" >&2; exit 2; }
+  venv=$2 owner=$3 horovod=$4 host_python=$5
+  shift 5
+  [[ $venv == /*/* ]] || { echo "build-vm-image: VENV '$venv' is not an absolute path below a directory" >&2; exit 2; }
+  [[ $owner =~ ^[0-9]+:[0-9]+$ ]] || { echo "build-vm-image: UID:GID '$owner' is not numeric" >&2; exit 2; }
+  [[ -f $horovod && $horovod == *.whl ]] || { echo "build-vm-image: HOROVOD_WHEEL '$horovod' is not a wheel file" >&2; exit 2; }
+  # The pins: dlperf's train and cpu extras, from the one pin table.
+  pins=$(cd "$(dirname "$0")/.." && "$host_python" -c 'import tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+print(" ".join(extras["train"] + extras["cpu"]))') \
+    || { echo "build-vm-image: PYTHON '$host_python' could not read the pins from pyproject.toml" >&2; exit 2; }
+fi
+(($#)) || { echo "$usage" >&2; exit 2; }
 
 suite=bookworm
 disk_size=${DLPERF_VM_DISK_SIZE:-6G}
@@ -19,7 +40,9 @@ disk_size=${DLPERF_VM_DISK_SIZE:-6G}
 base=(linux-image-amd64 systemd-sysv udev kmod dbus iproute2 ifupdown iputils-ping procps
       openssh-server python3 python3-apt apt-utils sudo ca-certificates gnupg)
 packages=$(printf '%s\n' "$@" | sort -u | paste -sd' ' -)
-key=$( { cat "$0"; echo "$suite $disk_size $packages"; } | sha256sum | cut -c1-12)
+stack=''
+[[ -z $venv ]] || stack="$venv $owner $pins $(sha256sum <"$horovod" | cut -c1-64)"
+key=$( { cat "$0"; echo "$suite $disk_size $packages"; echo "$stack"; } | sha256sum | cut -c1-12)
 cache=${DLPERF_CACHE:-$HOME/.cache/dlperf-cluster}/vm
 image="$cache/debian12-$key"
 if [[ -s "$image/base.qcow2" ]]; then
@@ -72,6 +95,26 @@ if ! DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-in
   tail -n 30 "$cache/apt-install.log" >&2
   echo "build-vm-image: installing the packages failed; full log in $cache/apt-install.log" >&2
   exit 1
+fi
+if [[ -n $venv ]]; then
+  echo "build-vm-image: preloading the DL stack into $venv" >&2
+  mirror_dir=/var/cache/dlperf/wheels
+  mkdir -p "$root$mirror_dir"
+  # shellcheck disable=SC2086  # one word per pin
+  if ! { "$host_python" -m pip download --disable-pip-version-check --dest "$root$mirror_dir" $pins \
+         && cp "$horovod" "$root$mirror_dir/" \
+         && chroot "$root" python3 -m venv "$venv" \
+         && chroot "$root" python3 -m venv "$(dirname "$venv")/build-venv" \
+         && chroot "$root" "$venv/bin/pip" install --disable-pip-version-check --no-index \
+              --find-links "$mirror_dir" $pins \
+         && chroot "$root" "$venv/bin/pip" install --disable-pip-version-check --no-index --no-deps \
+              "$mirror_dir/$(basename "$horovod")"; } >"$cache/dl-stack.log" 2>&1; then
+    tail -n 30 "$cache/dl-stack.log" >&2
+    echo "build-vm-image: preloading the DL stack failed; full log in $cache/dl-stack.log" >&2
+    exit 1
+  fi
+  chown -R "$owner" "$root$(dirname "$venv")"
+  chmod -R a+rX "$root$mirror_dir"
 fi
 umount "$root/proc"
 rm -f "$root/usr/sbin/policy-rc.d"

@@ -137,6 +137,7 @@ def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | N
             "status": "ok" if result.ok else "failed",
             "duration_s": round(result.duration_s, 1),
             "changed": result.total_changed(),
+            "changed_by_host": dict(sorted(result.count("changed").items())),
             "unreachable": sorted(h for h, n in result.count("dark").items() if n),
             "failed_hosts": sorted(h for h, n in result.count("failures").items() if n),
             "log": str(result.stdout_path),
@@ -149,10 +150,20 @@ def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | N
         if not result.ok:
             lost = ", ".join(entry["unreachable"]) or "none"
             failed = ", ".join(entry["failed_hosts"]) or "none"
+            again = f"--run-id {cfg.run_id}" + (
+                "" if cfg.virtual else f" --inventory {cfg.inventory}"
+            )
+            how = "the cluster phase restarts a stopped VM" if cfg.virtual else "power, SSH"
+            hint = (
+                f"\nBring {lost} back ({how}) and run again with {again}: "
+                "the phases that finished are kept."
+                if entry["unreachable"]
+                else f"\nFix the failure and run again with {again}."
+            )
             raise ReproduceError(
                 f"phase {phase} ({playbook}) failed after {entry['duration_s']:.0f} s "
                 f"(failed hosts: {failed}; unreachable: {lost})."
-                f"\nFull log: {entry['log']}\n--- last lines ---\n{result.output_tail(40)}"
+                f"{hint}\nFull log: {entry['log']}\n--- last lines ---\n{result.output_tail(40)}"
             )
         say(phase, f"done in {entry['duration_s']:.0f} s ({entry['changed']} changed)")
     report = cfg.run_dir / "report" / "index.html"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from dlperf.reproduce import ReproduceConfig, _phases, phase_table
+from dlperf.reproduce import ReproduceConfig, ReproduceError, _phases, phase_table, run_reproduce
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -64,3 +65,38 @@ def test_the_phase_table_shows_status_wall_time_and_changes():
         "site       resumed     1020s  86",
         "validate   failed       128s  2",
     ]
+
+
+def test_a_lost_host_stops_the_run_naming_it_and_a_rerun_keeps_the_finished_phases(tmp_path):
+    """Real ansible-runner against a project whose site.yml reaches one live host (the
+    controller, local connection) and one that is gone (nothing listens on its port)."""
+    project = tmp_path / "project"
+    (project / "playbooks").mkdir(parents=True)
+    (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
+    play = "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.ping:\n"
+    for name in ("site.yml", "playbooks/validate.yml", "playbooks/benchmark.yml"):
+        (project / name).write_text(play)
+    inventory = project / "hosts.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n"
+        f"    alive: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n"
+        "    gone: {ansible_host: 127.0.0.1, ansible_port: 9, ansible_user: nobody,"
+        " ansible_ssh_common_args: '-o ConnectTimeout=5 -o BatchMode=yes'}\n"
+    )
+    cfg = ReproduceConfig(project, Path("hosts.yml"), "lost", tmp_path / "results")
+    with pytest.raises(ReproduceError) as err:
+        run_reproduce(cfg)
+    message = str(err.value)
+    assert "phase site (site.yml) failed" in message
+    assert "failed hosts: none; unreachable: gone" in message
+    assert "Bring gone back" in message and "--run-id lost --inventory hosts.yml" in message
+    record = json.loads((cfg.run_dir / "reproduce.json").read_text())
+    assert record["phases"]["site"]["unreachable"] == ["gone"]
+    assert record["phases"]["site"]["status"] == "failed"
+    assert "validate" not in record["phases"]  # nothing ran past the failed phase
+
+    # The host is back (here: dropped from the inventory): the same run id goes on to the end.
+    inventory.write_text(inventory.read_text().split("    gone:")[0])
+    record = run_reproduce(cfg)
+    assert [(p, v["status"]) for p, v in record["phases"].items()] == [
+        ("site", "ok"), ("validate", "ok"), ("benchmark", "ok")]  # fmt: skip

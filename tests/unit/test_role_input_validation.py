@@ -205,6 +205,18 @@ CASES = [
     ),
     ("dl-stack-unknown-flavor", "dl_stack", {"dl_stack_flavor": "rocm"}, "dl_stack_flavor"),
     (
+        "dl-stack-relative-find-links",
+        "dl_stack",
+        {"dl_stack_pip_find_links": ["wheels"]},
+        "dl_stack_pip_find_links ['wheels']",
+    ),
+    (
+        "dl-stack-no-index-without-wheels",
+        "dl_stack",
+        {"dl_stack_pip_no_index": True},
+        "dl_stack_pip_no_index needs",
+    ),
+    (
         "opensm-priority-out-of-range",
         "opensm",
         {"opensm_enabled": True, "opensm_priority": 16},
