@@ -30,6 +30,13 @@ class PlaybookResult:
         """Per host count of one recap column: changed, failures, dark (unreachable), ok."""
         return dict(self.stats.get(kind, {}) or {})
 
+    def changed_by_host(self) -> dict[str, int]:
+        """Changes per host, 0 included for every host the play reached or tried to."""
+        hosts = {h for kind in ("ok", "changed", "dark", "failures", "skipped")
+                 for h in self.count(kind)}  # fmt: skip
+        changed = self.count("changed")
+        return {h: changed.get(h, 0) for h in sorted(hosts)}
+
     def total_changed(self) -> int:
         return sum(self.count("changed").values())
 

@@ -137,7 +137,7 @@ def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | N
             "status": "ok" if result.ok else "failed",
             "duration_s": round(result.duration_s, 1),
             "changed": result.total_changed(),
-            "changed_by_host": dict(sorted(result.count("changed").items())),
+            "changed_by_host": result.changed_by_host(),
             "unreachable": sorted(h for h, n in result.count("dark").items() if n),
             "failed_hosts": sorted(h for h, n in result.count("failures").items() if n),
             "log": str(result.stdout_path),

@@ -93,6 +93,7 @@ def test_a_lost_host_stops_the_run_naming_it_and_a_rerun_keeps_the_finished_phas
     record = json.loads((cfg.run_dir / "reproduce.json").read_text())
     assert record["phases"]["site"]["unreachable"] == ["gone"]
     assert record["phases"]["site"]["status"] == "failed"
+    assert record["phases"]["site"]["changed_by_host"] == {"alive": 0, "gone": 0}
     assert "validate" not in record["phases"]  # nothing ran past the failed phase
 
     # The host is back (here: dropped from the inventory): the same run id goes on to the end.
