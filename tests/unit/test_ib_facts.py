@@ -121,3 +121,24 @@ def test_ipoib_interfaces_are_found_by_link_type(run_playbook, tmp_path):
 def test_node_without_rdma_reports_nothing_and_does_not_fail(run_playbook, tmp_path):
     facts = ib_facts(run_playbook, tmp_path)
     assert facts["ib_present"] is False and facts["devices"] == [] and facts["ipoib"] == []
+
+
+def test_telemetry_samples_the_same_counters_without_reading_the_gid_table(
+    run_playbook, rxe_root, monkeypatch
+):
+    from dlperf.telemetry.sources import fabric
+    from dlperf_module_utils import dlperf_ib
+
+    facts = ib_facts(run_playbook, rxe_root)
+    counters = facts["devices"][0]["ports"]["1"]["counters"]
+    read, real_read = [], dlperf_ib._read
+    monkeypatch.setattr(dlperf_ib, "_read", lambda path: read.append(path) or real_read(path))
+    assert fabric(str(rxe_root)) == {
+        "rxe0/1": {
+            "xmit_bytes": counters["port_xmit_bytes"],
+            "rcv_bytes": counters["port_rcv_bytes"],
+        }
+    }
+    # each sample reads a handful of files, none of the port's GID table (rxe0 has 1024)
+    assert len(list((rxe_root / "sys/class/infiniband/rxe0/ports/1/gids").iterdir())) > 100
+    assert read and not [p for p in read if "/gids/" in p], read

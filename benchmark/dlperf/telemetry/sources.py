@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import psutil
-from dlperf_module_utils.dlperf_ib import read_devices
+from dlperf_module_utils.dlperf_ib import read_counters
 
 
 class SourceMissing(Exception):
@@ -65,18 +65,13 @@ def network() -> dict:
 
 
 def fabric(sysfs_root: str = "/") -> dict:
-    devices = read_devices(sysfs_root)
-    if not devices:
+    counters = read_counters(sysfs_root)
+    if not counters:
         raise SourceMissing("no RDMA device in /sys/class/infiniband")
-    out = {}
-    for dev in devices:
-        for port, info in dev["ports"].items():
-            c = info["counters"]
-            out[f"{dev['name']}/{port}"] = {
-                "xmit_bytes": c["port_xmit_bytes"],
-                "rcv_bytes": c["port_rcv_bytes"],
-            }
-    return out
+    return {
+        port: {"xmit_bytes": c["port_xmit_bytes"], "rcv_bytes": c["port_rcv_bytes"]}
+        for port, c in counters.items()
+    }
 
 
 def host() -> dict:
