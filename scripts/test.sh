@@ -55,8 +55,9 @@ tier_e2e() {
 }
 
 # The e2e tier's provisioning image (debootstrap, apt, the preloaded DL stack: ~4.5 min when it is
-# not cached) is mostly downloads and dpkg: when both tiers run, it is built in the background
-# while the molecule tier runs, and the e2e tier waits for it. Its log and time are printed there.
+# not cached): when both tiers run, it is built in the background while the molecule tier runs,
+# and the e2e tier waits for it; its log and time are printed there. This keeps the image out of
+# the e2e tier's time, not out of the total: on 2 cores the molecule tier slows by most of it.
 vm_image_pid='' vm_image_log='' vm_image_t0=0
 start_vm_image() {
   vm_image_log=$(mktemp "${TMPDIR:-/tmp}/dlperf-vm-image.XXXXXX.log")
