@@ -84,18 +84,31 @@ wait_vm_image() {
 # network benchmarking, never a workplace network): create each scenario's podman network with
 # the /24 of its first platform's address before molecule does, since the driver's schema has
 # no subnet option. The driver's destroy removes the network again.
-molecule_network() {
+# Prints "NETWORK SUBNET" (or an empty line) and then the scenario's instance names.
+scenario_info() {
   python3 - "$1" <<'PY'
 import ipaddress, sys, yaml
 platforms = yaml.safe_load(open(sys.argv[1]))["platforms"]
 first = next((p for p in platforms if p.get("ip")), None)
-if first:
-    print(first["network"], ipaddress.ip_network(first["ip"] + "/24", strict=False))
+print(f'{first["network"]} {ipaddress.ip_network(first["ip"] + "/24", strict=False)}' if first else "")
+print(" ".join(p["name"] for p in platforms))
 PY
 }
 
+# What an earlier, interrupted run left of a scenario: containers of its instance names, or
+# molecule's own record of instances it created. (A destroy with nothing to destroy still
+# costs an ansible-playbook run, ~10 s: it runs only when something is left.)
+scenario_leftovers() {
+  local scenario=$1 name
+  shift
+  for name in "$@"; do
+    if podman container exists "$name"; then echo "$name"; fi
+  done
+  molecule list -s "$scenario" --format plain 2>/dev/null | awk '$5 == "true" { print $1 }'
+}
+
 tier_molecule() {
-  local image rc=0 scenario t0
+  local image rc=0 scenario t0 net subnet names
   image=$(scripts/build-test-image.sh) || return 1
   export DLPERF_TEST_IMAGE=$image
   local scenarios=(${MOLECULE_SCENARIOS:-})
@@ -105,10 +118,13 @@ tier_molecule() {
   for scenario in "${scenarios[@]}"; do
     t0=$SECONDS
     echo "--- molecule scenario $scenario"
-    timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
+    { read -r net subnet; read -r -a names; } < <(scenario_info "molecule/$scenario/molecule.yml") || true
+    if [[ -n "$(scenario_leftovers "$scenario" "${names[@]}")" ]]; then
+      echo "--- molecule scenario $scenario: destroying what an earlier run left"
+      timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
+    fi
     # Named volumes (shared storage between a scenario's containers) start empty.
     podman volume ls -q --filter "name=^dlperf-mol-$scenario-" | xargs -r podman volume rm -f >/dev/null
-    read -r net subnet < <(molecule_network "molecule/$scenario/molecule.yml") || true
     if [[ -n "${net:-}" ]] && ! podman network exists "$net"; then
       podman network create --subnet "$subnet" "$net" >/dev/null || { rc=1; continue; }
     fi

@@ -143,6 +143,18 @@ def reproduce_config() -> ReproduceConfig:
     return ReproduceConfig(REPO, Path("inventory/virtual"), RUN_ID, REPO / "results")
 
 
+def outcomes(log: str, task: str) -> dict[str, str]:
+    """Per host, how the task named TASK (or starting so) ended in the run whose log is LOG."""
+    found = {}
+    for path in (Path(log).parent / "job_events").glob("*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        kind = event["event"].removeprefix("runner_on_")
+        if kind not in (event["event"], "start") and data.get("task", "").startswith(task):
+            found[data["host"]] = kind
+    return found
+
+
 def milestones(phase: str, text: str) -> None:
     if text.startswith("done"):
         print(f"\n[e2e] {phase}: {text}")
@@ -215,6 +227,10 @@ def test_the_rerun_brings_the_lost_vm_back_and_converges_it(crashed, reproduced)
     assert set(changed) == set(NODES), changed
     assert (changed["head01"], changed["compute01"]) == (0, 0), changed
     assert changed[KILLED] > 0, changed
+    # and it spends no time there: the venv's record lets pip and the Horovod probe be skipped
+    for task in ("Install dlperf and MXNet from the wheelhouse", "Ask Horovod what it was built"):
+        ran = outcomes(site["log"], task)
+        assert (ran["head01"], ran["compute01"]) == ("skipped", "skipped"), (task, ran)
     assert vm(KILLED, "cat /shared/crash-token") == token
     assert vm(KILLED, "/opt/dlperf/venv/bin/dlperf --version").startswith("dlperf ")
 

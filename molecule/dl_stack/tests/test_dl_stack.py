@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 VENV = "/opt/dlperf/venv"
@@ -46,6 +48,28 @@ def test_venv_belongs_to_the_benchmark_user_with_the_pinned_versions(node):
     freeze = node.check_output(f"{VENV}/bin/pip list --format=freeze").splitlines()
     for pin in ("mxnet==1.9.1", "numpy==1.23.5", "horovod==0.28.1", "dlperf==0.1.0"):
         assert pin in freeze, freeze
+
+
+def _dist(line: str) -> str:
+    name, version = line.split("==")
+    return re.sub(r"[-_.]+", "-", name).lower() + "==" + version
+
+
+def test_the_venv_record_names_its_wheels_and_exactly_what_pip_sees(node):
+    # A venv that still holds what this record lists skips pip on the next run.
+    record = node.file(f"{VENV}/.dl-stack-installed").content_string.splitlines()
+    *checksums, flavor = record[0].split()
+    assert flavor == "cpu", record[0]
+    # the head holds the wheelhouse on its export, the compute node on the mount
+    wheelhouse = next(
+        p for p in ("/export/shared/wheelhouse", "/shared/wheelhouse") if node.file(p).is_directory
+    )
+    sums = node.check_output(
+        f"sha256sum {wheelhouse}/dlperf-*.whl {wheelhouse}/horovod-cpu/horovod-*.whl"
+    )
+    assert sorted(checksums) == sorted(line.split()[0] for line in sums.splitlines())
+    freeze = node.check_output(f"{VENV}/bin/pip list --format=freeze").splitlines()
+    assert sorted(map(_dist, record[1:])) == sorted(map(_dist, freeze))
 
 
 def test_horovod_was_built_for_mxnet_with_gloo_and_mpi(node):
