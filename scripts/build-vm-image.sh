@@ -140,7 +140,8 @@ name=$(arg hostname); mgmt=$(arg mgmt); cluster=$(arg cluster)
     echo "auto eth1"; echo "iface eth1 inet static"; echo "  address $cluster"
   fi
 } >/etc/network/interfaces
-ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A
+# ed25519 only (the cluster trusts no other type): an RSA key took most of a minute on TCG.
+[ -e /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key
 IDENTITY
 chmod 0755 "$root/usr/local/sbin/dlperf-vm-identity"
 cat >"$root/etc/systemd/system/dlperf-vm-identity.service" <<'UNIT'
@@ -160,6 +161,13 @@ WantedBy=sysinit.target
 UNIT
 chroot "$root" systemctl enable dlperf-vm-identity.service >/dev/null 2>&1
 rm -f "$root"/etc/ssh/ssh_host_*
+printf 'HostKey /etc/ssh/ssh_host_ed25519_key\n' >"$root/etc/ssh/sshd_config.d/dlperf-vm-hostkey.conf"
+# Short-lived test nodes: no periodic apt runs (they would take apt's lock from the roles), no
+# scrubbing, trimming or dpkg backups competing for an emulated CPU.
+for unit in apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer \
+  e2scrub_reap.service fstrim.timer; do
+  ln -sf /dev/null "$root/etc/systemd/system/$unit"
+done
 # Every VM makes its own machine id at first boot (systemd would otherwise copy D-Bus's).
 : >"$root/etc/machine-id"
 rm -f "$root/var/lib/dbus/machine-id"

@@ -90,6 +90,12 @@ def test_every_vm_runs_its_own_real_kernel_and_identity(cluster):
         assert vm(host, "systemctl is-system-running --wait || true") in ("running", "degraded")
         machine_ids.add(vm(host, "cat /etc/machine-id"))
         host_keys.add(vm(host, "cat /etc/ssh/ssh_host_ed25519_key.pub").split()[1])
+        # made at first boot, ed25519 only (the type the cluster records)
+        assert vm(host, "ls /etc/ssh/ | grep '^ssh_host_.*_key$'") == "ssh_host_ed25519_key"
+        # no periodic apt run takes apt's lock from the roles
+        assert vm(host, "systemctl is-enabled apt-daily.timer apt-daily-upgrade.timer || true") == (
+            "masked\nmasked"
+        )
     assert len(machine_ids) == len(NODES)
     assert len(host_keys) == len(NODES)
     # The recorded keys are exactly the VMs' own.
