@@ -46,7 +46,8 @@ tier_lint() {
 }
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
-tier_unit() { pytest -q tests/unit; }
+# Unit tests are independent (each in its own tmp_path): one worker per core.
+tier_unit() { pytest -q -n auto tests/unit; }
 tier_training() { pytest -q tests/training; }
 # The virtual cluster on QEMU VMs (-s: the phases print their wall times).
 tier_e2e() {

@@ -256,10 +256,19 @@ def run_train(args) -> int:
 
 def run_data(args) -> int:
     if args.data_command == "digits":
-        from dlperf.data.digits import build_digits
-
         if args.image_size < 8:
             raise UsageError(f"--image-size {args.image_size}: must be >= 8")
+        try:
+            from dlperf.data.digits import build_digits
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or "").partition(".")[0]
+            if missing not in ("sklearn", "scipy"):
+                raise
+            # The nodes' venvs leave it out on purpose (pyproject.toml, the digits extra).
+            raise UsageError(
+                f"the digits set needs scikit-learn ({missing} is not installed here): "
+                "install dlperf[digits], or build it on the controller as benchmark.yml does"
+            ) from exc
         info = build_digits(args.output, args.image_size)
         print(
             f"digits: {info['train']} train + {info['val']} val images "

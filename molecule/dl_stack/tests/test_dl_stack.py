@@ -37,6 +37,17 @@ def test_wheelhouse_holds_one_built_horovod_and_the_pinned_wheels(podman):
     assert owner == "dlperf"  # built by the benchmark user, not root
 
 
+def test_the_wheelhouse_record_names_the_dlperf_wheel_and_every_wheel_it_holds(podman):
+    # While this record matches, a converge skips pip download (no index is asked).
+    head = podman("dlstack-head")
+    house = "/export/shared/wheelhouse"
+    key, *names = head.file(f"{house}/.dl-stack-downloaded").content_string.splitlines()
+    sha1, flavors = key.split()[:2]
+    assert sha1 == head.check_output(f"sha1sum {house}/dlperf-0.1.0-py3-none-any.whl").split()[0]
+    assert flavors == "cpu", key
+    assert names == sorted(head.check_output(f"cd {house} && ls *.whl").split())
+
+
 def test_compute_node_has_no_compiler(podman):
     # Only the build host gets build-essential: nodes install wheels, they build nothing.
     assert not podman("dlstack-node").package("build-essential").is_installed
