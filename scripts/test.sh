@@ -51,35 +51,48 @@ tier_unit() { pytest -q -n auto tests/unit; }
 tier_training() { pytest -q tests/training; }
 # The virtual cluster on QEMU VMs (-s: the phases print their wall times).
 tier_e2e() {
-  wait_vm_image
+  wait_bg vm-image
   pytest -q -s tests/e2e
 }
 
-# The e2e tier's provisioning image (debootstrap, apt, the preloaded DL stack: ~4.5 min when it is
-# not cached): when both tiers run, it is built in the background while the molecule tier runs,
-# and the e2e tier waits for it; its log and time are printed there. This keeps the image out of
-# the e2e tier's time, not out of the total: on 2 cores the molecule tier slows by most of it.
-vm_image_pid='' vm_image_log='' vm_image_t0=0
-start_vm_image() {
-  vm_image_log=$(mktemp "${TMPDIR:-/tmp}/dlperf-vm-image.XXXXXX.log")
-  vm_image_t0=$SECONDS
-  echo "--- VM image: building in the background (log: $vm_image_log)"
-  ansible-playbook -i inventory/virtual playbooks/virtual_cluster.yml -e state=image \
-    >"$vm_image_log" 2>&1 &
-  vm_image_pid=$!
+# The images two tiers boot are built in the background while earlier tiers run (they wait on
+# downloads as much as on the CPU): the molecule tier's systemd image (~1 min when not cached)
+# from the start, during lint, unit and training; the e2e tier's provisioning image (debootstrap,
+# apt, the preloaded DL stack: ~4 min) during the molecule tier. The tier that needs one waits
+# for it and prints when it was ready; if a build failed, its log tail is printed and the tier
+# builds the image again itself. Each runs in its own session, so an interrupted `make test`
+# stops it too. (On 2 cores a background build slows the tier beside it by part of its time:
+# it keeps the build out of the tier that needs it, not all of it out of the total.)
+declare -A bg_pid=() bg_log=() bg_t0=()
+start_bg() {  # NAME COMMAND...
+  local name=$1
+  shift
+  bg_log[$name]=$(mktemp "${TMPDIR:-/tmp}/dlperf-$name.XXXXXX.log")
+  bg_t0[$name]=$SECONDS
+  echo "--- $name: building in the background (log: ${bg_log[$name]})"
+  setsid "$@" >"${bg_log[$name]}" 2>&1 &
+  bg_pid[$name]=$!
 }
-wait_vm_image() {
-  [[ -n $vm_image_pid ]] || return 0
-  local t0=$SECONDS
-  if wait "$vm_image_pid"; then
-    echo "--- VM image: ready, $((SECONDS - vm_image_t0)) s after it started (e2e waited $((SECONDS - t0)) s)"
+wait_bg() {  # NAME
+  local name=$1 t0=$SECONDS pid=${bg_pid[$1]:-}
+  [[ -n $pid ]] || return 0
+  unset "bg_pid[$name]"
+  if wait "$pid"; then
+    echo "--- $name: ready, $((SECONDS - bg_t0[$name])) s after it started (waited $((SECONDS - t0)) s)"
   else
-    # The e2e tier builds it again itself and reports what fails.
-    tail -n 30 "$vm_image_log"
-    echo "--- VM image: the background build failed (log above); the e2e tier tries again"
+    tail -n 30 "${bg_log[$name]}"
+    echo "--- $name: the background build failed (log above); building it again here"
   fi
-  vm_image_pid=''
 }
+# On exit (an interrupt included) stop what still runs: the background builds, and the molecule
+# scenarios running in parallel (their `timeout`, which stops molecule, in its own group).
+declare -A mol_running=()
+stop_bg() {
+  local pid
+  for pid in "${bg_pid[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  for pid in "${!mol_running[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; done
+}
+trap stop_bg EXIT
 
 # Scenarios give their containers static addresses (198.18.0.0/15, the range reserved for
 # network benchmarking, never a workplace network): create each scenario's podman network with
@@ -108,36 +121,72 @@ scenario_leftovers() {
   molecule list -s "$scenario" --format plain 2>/dev/null | awk '$5 == "true" { print $1 }'
 }
 
+# One scenario, from a clean slate: what an earlier run left destroyed, its shared volumes empty,
+# its network made; then `molecule test`, bounded (the podman driver was once seen hanging in
+# destroy). Prints its PASS/FAIL line with its wall time last.
+run_scenario() {
+  local scenario=$1 t0=$SECONDS net subnet names
+  { read -r net subnet; read -r -a names; } < <(scenario_info "molecule/$scenario/molecule.yml") || true
+  if [[ -n "$(scenario_leftovers "$scenario" "${names[@]}")" ]]; then
+    echo "--- molecule scenario $scenario: destroying what an earlier run left"
+    timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
+  fi
+  podman volume ls -q --filter "name=^dlperf-mol-$scenario-" | xargs -r podman volume rm -f >/dev/null
+  if [[ -n "${net:-}" ]] && ! podman network exists "$net"; then
+    podman network create --subnet "$subnet" "$net" >/dev/null \
+      || { echo "--- molecule scenario $scenario: FAIL (network $net $subnet)"; return 1; }
+  fi
+  if timeout --kill-after=30 1200 molecule test -s "$scenario"; then
+    echo "--- molecule scenario $scenario: PASS $((SECONDS - t0)) s"
+  else
+    echo "--- molecule scenario $scenario: FAIL $((SECONDS - t0)) s"
+    timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
+    return 1
+  fi
+}
+
+# Scenarios run MOLECULE_JOBS at a time (default 2): much of a scenario's time is spent waiting
+# on apt downloads, podman and systemd in the containers, not on the CPU. Every scenario has its
+# own containers, network and subnet, so they cannot meet. With more than one job, each
+# scenario's output is kept in a file and printed whole when it ends. The longest scenarios are
+# started first (the order below), the rest in name order.
+MOLECULE_FIRST=(dl_stack common ipoib)
 tier_molecule() {
-  local image rc=0 scenario t0 net subnet names
+  local image rc=0 scenario pid jobs=${MOLECULE_JOBS:-2} logs
+  wait_bg test-image
   image=$(scripts/build-test-image.sh) || return 1
   export DLPERF_TEST_IMAGE=$image
   local scenarios=(${MOLECULE_SCENARIOS:-})
   if ((${#scenarios[@]} == 0)); then
-    for dir in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$dir")")"); done
+    for scenario in "${MOLECULE_FIRST[@]}"; do
+      [[ -e molecule/$scenario/molecule.yml ]] && scenarios+=("$scenario")
+    done
+    for dir in molecule/*/molecule.yml; do
+      scenario=$(basename "$(dirname "$dir")")
+      [[ " ${MOLECULE_FIRST[*]} " == *" $scenario "* ]] || scenarios+=("$scenario")
+    done
   fi
-  for scenario in "${scenarios[@]}"; do
-    t0=$SECONDS
-    echo "--- molecule scenario $scenario"
-    { read -r net subnet; read -r -a names; } < <(scenario_info "molecule/$scenario/molecule.yml") || true
-    if [[ -n "$(scenario_leftovers "$scenario" "${names[@]}")" ]]; then
-      echo "--- molecule scenario $scenario: destroying what an earlier run left"
-      timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
-    fi
-    # Named volumes (shared storage between a scenario's containers) start empty.
-    podman volume ls -q --filter "name=^dlperf-mol-$scenario-" | xargs -r podman volume rm -f >/dev/null
-    if [[ -n "${net:-}" ]] && ! podman network exists "$net"; then
-      podman network create --subnet "$subnet" "$net" >/dev/null || { rc=1; continue; }
-    fi
-    # The podman driver was once seen hanging in destroy: bound every scenario.
-    if timeout --kill-after=30 1200 molecule test -s "$scenario"; then
-      echo "--- molecule scenario $scenario: PASS $((SECONDS - t0)) s"
-    else
-      rc=1
-      echo "--- molecule scenario $scenario: FAIL $((SECONDS - t0)) s"
-      timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
-    fi
+  if ((jobs <= 1)); then
+    for scenario in "${scenarios[@]}"; do
+      echo "--- molecule scenario $scenario"
+      run_scenario "$scenario" || rc=1
+    done
+    return $rc
+  fi
+  logs=$(mktemp -d "${TMPDIR:-/tmp}/dlperf-molecule.XXXXXX")
+  for scenario in "${scenarios[@]}" ""; do
+    # Wait for a free slot (for every running scenario after the last one).
+    while ((${#mol_running[@]} >= jobs)) || [[ -z $scenario && ${#mol_running[@]} -gt 0 ]]; do
+      wait -n -p pid "${!mol_running[@]}" || rc=1
+      cat "$logs/${mol_running[$pid]}.log"
+      unset "mol_running[$pid]"
+    done
+    [[ -n $scenario ]] || break
+    echo "--- molecule scenario $scenario: started ($(date -u +%H:%M:%S))"
+    run_scenario "$scenario" >"$logs/$scenario.log" 2>&1 &
+    mol_running[$!]=$scenario
   done
+  rm -rf "$logs"
   return $rc
 }
 
@@ -146,9 +195,12 @@ if ((failed)); then
   echo "bootstrap failed: no tier can run" >&2
   exit 1
 fi
+if [[ " ${tiers[*]} " == *" molecule "* ]]; then
+  start_bg test-image scripts/build-test-image.sh
+fi
 for tier in "${tiers[@]}"; do
   if [[ $tier == molecule && " ${tiers[*]} " == *" e2e "* ]]; then
-    start_vm_image
+    start_bg vm-image ansible-playbook -i inventory/virtual playbooks/virtual_cluster.yml -e state=image
   fi
   case $tier in
     lint | unit | training | molecule | e2e) run_tier "$tier" "tier_$tier" ;;

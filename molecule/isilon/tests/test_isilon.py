@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-NODES = ["compute01", "compute02"]
+NODES = ["isilon01", "isilon02"]
 
 
 def isilon_entry(host):
@@ -17,7 +17,7 @@ def isilon_entry(host):
 
 def test_nodes_are_spread_over_the_isilon_addresses(podman):
     sources = [isilon_entry(podman(node))[0] for node in NODES]
-    # Sorted host names, round robin: compute01 -> first address, compute02 -> second.
+    # Sorted host names, round robin: isilon01 -> first address, isilon02 -> second.
     assert sources == ["198.18.104.201:/ifs/data/imagenet", "198.18.104.202:/ifs/data/imagenet"]
 
 

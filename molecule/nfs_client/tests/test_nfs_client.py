@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def compute(podman):
-    return podman("compute01")
+    return podman("nfsclient01")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def head(podman):
-    return podman("head01")
+    return podman("nfsserver01")
 
 
 def test_nfs_server_package_is_installed(head):
