@@ -258,18 +258,12 @@ def run_data(args) -> int:
     if args.data_command == "digits":
         if args.image_size < 8:
             raise UsageError(f"--image-size {args.image_size}: must be >= 8")
+        from dlperf.data.digits import MissingExtraError, build_digits
+
         try:
-            from dlperf.data.digits import build_digits
-        except ModuleNotFoundError as exc:
-            missing = (exc.name or "").partition(".")[0]
-            if missing not in ("sklearn", "scipy"):
-                raise
-            # The nodes' venvs leave it out on purpose (pyproject.toml, the digits extra).
-            raise UsageError(
-                f"the digits set needs scikit-learn ({missing} is not installed here): "
-                "install dlperf[digits], or build it on the controller as benchmark.yml does"
-            ) from exc
-        info = build_digits(args.output, args.image_size)
+            info = build_digits(args.output, args.image_size)
+        except MissingExtraError as exc:
+            raise UsageError(str(exc)) from exc
         print(
             f"digits: {info['train']} train + {info['val']} val images "
             f"at {args.image_size}px in {args.output}"

@@ -7,14 +7,27 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from sklearn.datasets import load_digits
 
 from dlperf.data.recordio import write_records
+
+
+class MissingExtraError(RuntimeError):
+    """scikit-learn, the digits extra, is not installed here (the nodes' venvs leave it out)."""
 
 
 def build_digits(
     output: Path, image_size: int = 32, val_fraction: float = 0.2, seed: int = 0
 ) -> dict:
+    try:
+        from sklearn.datasets import load_digits
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if missing not in ("sklearn", "scipy"):
+            raise
+        raise MissingExtraError(
+            f"the digits set needs scikit-learn ({missing} is not installed here): "
+            "install dlperf[digits], or build it on the controller as benchmark.yml does"
+        ) from exc
     digits = load_digits()
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(digits.images))
