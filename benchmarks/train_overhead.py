@@ -22,8 +22,8 @@ os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
 
 import mxnet as mx
 from dlperf.train.config import TrainConfig
-from dlperf.train.loop import train
-from dlperf.train.model import build_model
+from dlperf.train.driver import train
+from dlperf.train.mxnet.model import build_model
 from mxnet import autograd, gluon
 
 

@@ -26,7 +26,7 @@ def run_allreduce(megabytes: float, iterations: int, warmup: int, output: Path |
     import mxnet as mx
     import numpy as np
 
-    from dlperf.train.comm import HorovodComm
+    from dlperf.train.mxnet.comm import HorovodComm
 
     comm = HorovodComm()
     rank, size = comm.rank, comm.size

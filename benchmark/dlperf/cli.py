@@ -3,71 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import sys
 from pathlib import Path
 
 from dlperf import __version__
-
-MODELS = ["resnet18_v1.5", "resnet34_v1.5", "resnet50_v1.5", "resnet101_v1.5"]
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message names the flag."""
-
-
-def _train_parser(sub) -> None:
-    p = sub.add_parser(
-        "train",
-        help="train ResNet v1.5 (run under horovodrun/mpirun for >1 worker)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("--backend", choices=["mxnet"], default="mxnet", help="framework")
-    p.add_argument("--model", default="resnet50_v1.5", help=f"one of {', '.join(MODELS)}")
-    p.add_argument("--width-multiplier", type=float, default=1.0, help="scale every channel count")
-    p.add_argument("--image-size", type=int, default=224, help="crop size in pixels")
-    p.add_argument("--batch-size", type=int, default=192, help="images per worker per step")
-    p.add_argument("--data", default="synthetic", help="'synthetic' or a training .rec file")
-    p.add_argument("--val-data", default=None, help="validation .rec file (needed by --mode tta)")
-    p.add_argument(
-        "--classes", type=int, default=None, help="classes (default: 1000 synthetic, from the data)"
-    )
-    p.add_argument(
-        "--mode",
-        choices=["throughput", "tta"],
-        default="throughput",
-        help="img/s after warm-up, or train until --target-top1",
-    )
-    p.add_argument(
-        "--target-top1", type=float, default=0.749, help="tta: stop at this top-1 (0, 1]"
-    )
-    p.add_argument("--max-epochs", type=int, default=90, help="tta: give up after this many epochs")
-    p.add_argument(
-        "--iterations", type=int, default=100, help="throughput: steps, warm-up included"
-    )
-    p.add_argument(
-        "--warmup-iterations", type=int, default=20, help="throughput: untimed first steps"
-    )
-    p.add_argument("--lr-per-256", type=float, default=0.256, help="learning rate per 256 images")
-    p.add_argument("--momentum", type=float, default=0.875, help="SGD momentum")
-    p.add_argument("--weight-decay", type=float, default=1.0 / 32768, help="L2, not on BN/bias")
-    p.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing")
-    p.add_argument("--warmup-epochs", type=float, default=5.0, help="tta: linear LR warm-up epochs")
-    p.add_argument(
-        "--dtype",
-        choices=["auto", "float32", "float16"],
-        default="auto",
-        help="auto: float16 on GPU, float32 on CPU",
-    )
-    p.add_argument(
-        "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to train"
-    )
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--threads", type=int, default=2, help="data-decoding threads per worker")
-    p.add_argument(
-        "--output", type=Path, required=True, help="directory for result.json and mllog.txt"
-    )
+from dlperf.train.command import add_train_parser, run_train
+from dlperf.usage import UsageError
 
 
 def _data_parser(sub) -> None:
@@ -171,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         version=f"dlperf {__version__} (Python {platform.python_version()})",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _train_parser(sub)
+    add_train_parser(sub)
     _data_parser(sub)
     _telemetry_parser(sub)
     _sweep_parser(sub)
@@ -181,77 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     _reproduce_parser(sub)
     return parser
-
-
-def validate_train(args) -> None:
-    if args.model not in MODELS:
-        raise UsageError(f"--model {args.model!r}: unknown model; choose from {', '.join(MODELS)}")
-    checks = [
-        (args.batch_size > 0, f"--batch-size {args.batch_size}: must be > 0"),
-        (args.image_size >= 16, f"--image-size {args.image_size}: must be >= 16"),
-        (args.width_multiplier > 0, f"--width-multiplier {args.width_multiplier}: must be > 0"),
-        (0 < args.target_top1 <= 1, f"--target-top1 {args.target_top1}: must be in (0, 1]"),
-        (args.max_epochs >= 1, f"--max-epochs {args.max_epochs}: must be >= 1"),
-        (args.iterations >= 1, f"--iterations {args.iterations}: must be >= 1"),
-        (
-            0 <= args.warmup_iterations < args.iterations,
-            f"--warmup-iterations {args.warmup_iterations}: must be >= 0 and below "
-            f"--iterations {args.iterations}",
-        ),
-        (
-            0 <= args.label_smoothing < 1,
-            f"--label-smoothing {args.label_smoothing}: must be in [0, 1)",
-        ),
-        (args.classes is None or args.classes >= 2, f"--classes {args.classes}: must be >= 2"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UsageError(message)
-    if args.data != "synthetic" and not Path(args.data).is_file():
-        raise UsageError(f"--data {args.data}: no such file (give 'synthetic' or a .rec file)")
-    if args.val_data is not None and not Path(args.val_data).is_file():
-        raise UsageError(f"--val-data {args.val_data}: no such file")
-    if args.mode == "tta" and (args.val_data is None or args.data == "synthetic"):
-        raise UsageError("--mode tta needs real --data and --val-data .rec files to measure top-1")
-
-
-def _set_runtime_defaults(args) -> None:
-    """Environment MXNet reads when it loads: set before the first `import mxnet`."""
-    local = int(
-        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("HOROVOD_LOCAL_SIZE") or 1
-    )
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local)))
-    # oneDNN (MKLDNN) is off for CPU runs of more than one worker: MXNet 1.9.1 with Horovod's
-    # DistributedTrainer intermittently aborts with "Check failed: !IsMKLDNNData()" when the
-    # allreduce reads a gradient still in oneDNN layout (seen in 3 of 3 two-rank gloo runs on one
-    # loaded 2-core machine, never on another). Off costs 4-5x on CPU; CPU runs here are checks
-    # and demos, the reference runs on GPUs, where oneDNN plays no part. A single worker keeps
-    # it; MXNET_MKLDNN_ENABLED in the environment still wins.
-    from dlperf.train.comm import launched_distributed
-
-    if args.device != "gpu" and launched_distributed():
-        world = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("HOROVOD_SIZE") or 1)
-        if world > 1:
-            os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
-    if args.device != "gpu":
-        os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
-
-
-def run_train(args) -> int:
-    validate_train(args)
-    _set_runtime_defaults(args)
-    from dlperf.train.config import TrainConfig
-    from dlperf.train.loop import train
-
-    fields = {k: v for k, v in vars(args).items() if k not in ("command", "func")}
-    result = train(TrainConfig(**fields))
-    if result.mode == "tta" and not result.reached_target:
-        print(
-            f"target top-1 {args.target_top1} not reached in {args.max_epochs} epochs",
-            file=sys.stderr,
-        )
-        return 3
-    return 0
 
 
 def run_data(args) -> int:

@@ -14,7 +14,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions that still load: version 1 predates the backend seam (every run was MXNet).
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -23,6 +25,9 @@ class Result:
     mode: str  # "throughput" | "tta"
     world_size: int
     nodes: int
+    backend: str | None = None  # "mxnet" | "pytorch"
+    precision: str | None = None  # e.g. "bfloat16-amp", "float16-amp", "float32"
+    device: str | None = None  # "gpu" | "cpu"
     throughput_img_per_s: float | None = None
     throughput_img_per_s_per_worker: float | None = None
     time_to_accuracy_s: float | None = None
@@ -31,6 +36,8 @@ class Result:
     target_top1: float | None = None
     reached_target: bool | None = None
     wall_time_s: float | None = None
+    init_time_s: float | None = None  # setup before the clock: data, model, process group
+    first_step_s: float | None = None  # graph capture/compile, kernel autotuning: never timed
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     param_fingerprints: list[list[float]] = field(default_factory=list)
     error: str | None = None
@@ -61,13 +68,30 @@ def write_result(path: Path, result: Result) -> None:
     write_atomic(path, asdict(result))
 
 
-def read_result(path: Path) -> dict:
-    data = json.loads(path.read_text())
-    if data.get("schema_version") != SCHEMA_VERSION:
+def upgrade(data: dict, source: str | Path = "result") -> dict:
+    """A result dict of any readable version, in the current version's shape."""
+    version = data.get("schema_version")
+    if version not in READABLE_VERSIONS:
         raise ValueError(
-            f"{path}: schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+            f"{source}: schema_version {version!r}, expected one of "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
+    if version == 1:
+        dtype = data.get("hyperparameters", {}).get("dtype")
+        data = {
+            **data,
+            "backend": data.get("hyperparameters", {}).get("backend", "mxnet"),
+            "precision": dtype if dtype not in (None, "auto") else None,
+            "device": None,
+            "init_time_s": None,
+            "first_step_s": None,
+            "schema_version": SCHEMA_VERSION,
+        }
     return data
+
+
+def read_result(path: Path) -> dict:
+    return upgrade(json.loads(path.read_text()), path)
 
 
 def _version(dist: str) -> str | None:
@@ -93,23 +117,32 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def _gpu_versions() -> dict[str, str | None]:
+def _gpu_versions() -> dict[str, Any]:
     try:
         import pynvml  # nvidia-ml-py; optional
 
         pynvml.nvmlInit()
         driver = pynvml.nvmlSystemGetDriverVersion()
         cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        return {"driver": str(driver), "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+        names = [
+            pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+            for i in range(pynvml.nvmlDeviceGetCount())
+        ]
+        return {
+            "driver": str(driver),
+            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}",
+            "gpus": [n.decode() if isinstance(n, bytes) else str(n) for n in names],
+        }
     except Exception:  # no library, no driver or no GPU: recorded as absent
-        return {"driver": None, "cuda": None}
+        return {"driver": None, "cuda": None, "gpus": []}
 
 
-def provenance(hosts: list[str]) -> dict[str, Any]:
+def provenance(hosts: list[str], framework: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Where a result came from; ``framework`` holds the engine's own versions (framework,
+    launcher library, cuDNN/NCCL as the framework reports them)."""
     return {
         "dlperf": _version("dlperf"),
-        "mxnet": _version("mxnet") or _version("mxnet-cu110"),
-        "horovod": _version("horovod"),
+        **(framework or {}),
         **_gpu_versions(),
         "python": platform.python_version(),
         "hosts": hosts,

@@ -19,7 +19,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dlperf_module_utils.dlperf_job import job_environment, launch_command, log_tail
+from dlperf_module_utils.dlperf_job import (
+    job_environment,
+    launch_command,
+    log_tail,
+    rendezvous_environment,
+)
 
 from dlperf.results import Result, write_atomic, write_result
 
@@ -123,10 +128,14 @@ class Telemetry:
                 proc.kill()
 
 
-def _mode(train_args: list[str]) -> str:
-    return (
-        train_args[train_args.index("--mode") + 1] if "--mode" in train_args[:-1] else "throughput"
-    )
+def _flag(train_args: list[str], flag: str, default: str) -> str:
+    return train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else default
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
@@ -152,8 +161,12 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
         controller=cfg.controller,
         network_interface=interface,
     )
+    # On one host a port free now: points, and tests beside each other, never share one.
+    port = _free_port() if cfg.launcher == "local" else None
     env = job_environment(
-        dict(os.environ), {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+        dict(os.environ),
+        {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"},
+        defaults=rendezvous_environment(hostlist, interface, port),
     )
     telemetry = Telemetry(cfg, node_hosts, partial / "telemetry")
     start = time.monotonic()
@@ -175,7 +188,8 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
             result_file,
             Result(
                 status="failed",
-                mode=_mode(cfg.train_args),
+                mode=_flag(cfg.train_args, "--mode", "throughput"),
+                backend=_flag(cfg.train_args, "--backend", "mxnet"),
                 world_size=nodes * cfg.procs_per_node,
                 nodes=nodes,
                 wall_time_s=time.monotonic() - start,

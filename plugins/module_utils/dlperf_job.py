@@ -61,6 +61,10 @@ def launch_command(
             "PATH",
             "-x",
             "LD_LIBRARY_PATH",
+            "-x",
+            "MASTER_ADDR",
+            "-x",
+            "MASTER_PORT",
         ]
         if network_interface:
             cmd += [
@@ -80,11 +84,28 @@ def launch_command(
 # Gloo gives up on a peer after 30 s, shorter than a rank's first steps (oneDNN/cuDNN kernel
 # selection, an import from NFS) take on a loaded or emulated node; an environment value wins.
 GLOO_TIMEOUT_DEFAULT = {"HOROVOD_GLOO_TIMEOUT_SECONDS": "300"}
+MASTER_PORT_DEFAULT = 29500  # PyTorch's default rendezvous port
+LOOPBACK = ("localhost", "127.0.0.1")
 
 
-def job_environment(base: dict, extra: dict | None = None) -> dict:
-    """The environment of a launched job: BASE, the Gloo timeout unless set, then EXTRA."""
-    env = {**GLOO_TIMEOUT_DEFAULT, **base}
+def rendezvous_environment(hosts: str, network_interface: str | None = None, port=None) -> dict:
+    """Where a framework's own process group meets (the PyTorch engine's; Horovod ignores it):
+    the first host of HOST:SLOTS,... is rank 0's. With an interface, Gloo's and NCCL's sockets
+    use the launch network too."""
+    first = hosts.split(",")[0].strip().rpartition(":")[0]
+    env = {
+        "MASTER_ADDR": "127.0.0.1" if first in LOOPBACK else first,
+        "MASTER_PORT": str(port or MASTER_PORT_DEFAULT),
+    }
+    if network_interface:
+        env.update(GLOO_SOCKET_IFNAME=network_interface, NCCL_SOCKET_IFNAME=network_interface)
+    return env
+
+
+def job_environment(base: dict, extra: dict | None = None, defaults: dict | None = None) -> dict:
+    """The environment of a launched job: the Gloo timeout and DEFAULTS unless BASE sets them,
+    BASE, then EXTRA."""
+    env = {**GLOO_TIMEOUT_DEFAULT, **(defaults or {}), **base}
     env.update({k: str(v) for k, v in (extra or {}).items()})
     return env
 

@@ -63,7 +63,11 @@ options:
     elements: str
     default: []
   environment:
-    description: Extra environment variables for the job.
+    description:
+      - Extra environment variables for the job.
+      - C(MASTER_ADDR) (the first host of O(hosts)) and C(MASTER_PORT) (29500), where the
+        PyTorch engine's ranks meet, are set unless given here or in the environment; with
+        O(network_interface), so are C(GLOO_SOCKET_IFNAME) and C(NCCL_SOCKET_IFNAME).
     type: dict
     default: {}
 attributes:
@@ -121,6 +125,7 @@ from ansible.module_utils.dlperf_job import (  # noqa: E402
     launch_command,
     log_tail,
     read_result,
+    rendezvous_environment,
     summarise,
 )
 
@@ -173,7 +178,11 @@ def main() -> None:
     os.makedirs(output, exist_ok=True)
     if os.path.exists(result_file):  # never report a previous job's numbers as this one's
         os.unlink(result_file)
-    env = job_environment(dict(os.environ), p["environment"])
+    env = job_environment(
+        dict(os.environ),
+        p["environment"],
+        defaults=rendezvous_environment(p["hosts"], p["network_interface"]),
+    )
     start = time.monotonic()
     with open(log, "w") as fh:
         proc = subprocess.Popen(

@@ -84,7 +84,7 @@ def test_throughput_mode_on_synthetic_data(tmp_path):
     assert result["throughput_img_per_s"] > 0
     assert result["hyperparameters"]["batch_size"] == 16
     assert result["provenance"]["mxnet"] == "1.9.1"
-    assert result["schema_version"] == 1
+    assert result["schema_version"] == 2 and result["backend"] == "mxnet"
 
 
 def test_corrupt_data_is_recorded_as_a_failed_run(tmp_path):

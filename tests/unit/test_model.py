@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mxnet as mx
 import pytest
-from dlperf.train.model import Bottleneck, build_model
+from dlperf.train.mxnet.model import Bottleneck, build_model
 from dlperf.train.schedule import WarmupCosine
 
 

@@ -32,3 +32,21 @@ def test_result_of_another_schema_is_refused(tmp_path):
     write_atomic(path, {"schema_version": 99})
     with pytest.raises(ValueError, match="schema_version 99"):
         read_result(path)
+
+
+def test_a_version_1_result_still_loads_as_an_mxnet_result(tmp_path):
+    path = tmp_path / "result.json"
+    write_atomic(
+        path,
+        {
+            "schema_version": 1,
+            "status": "ok",
+            "mode": "throughput",
+            "world_size": 4,
+            "nodes": 1,
+            "hyperparameters": {"backend": "mxnet", "dtype": "float16"},
+        },
+    )
+    data = read_result(path)
+    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert (data["backend"], data["precision"], data["world_size"]) == ("mxnet", "float16", 4)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlperf.results import SCHEMA_VERSION
+from dlperf.results import upgrade
 from dlperf.telemetry.sampler import read_samples
 
 POINT = re.compile(r"^(\d+)nodes$")
@@ -43,11 +43,11 @@ def load_points(results: Path) -> list[Point]:
             result = {"status": "missing", "error": f"{path} does not exist"}
         except (OSError, ValueError) as exc:
             raise ReportError(f"{path}: not a readable result file ({exc})") from exc
-        if result.get("status") != "missing" and result.get("schema_version") != SCHEMA_VERSION:
-            raise ReportError(
-                f"{path}: schema_version {result.get('schema_version')!r}, "
-                f"expected {SCHEMA_VERSION}"
-            )
+        if result.get("status") != "missing":
+            try:
+                result = upgrade(result, path)
+            except ValueError as exc:
+                raise ReportError(str(exc)) from exc
         telemetry = {}
         for tfile in sorted((child / "telemetry").glob("*.jsonl")):
             telemetry[tfile.stem] = read_samples(tfile)
@@ -100,6 +100,17 @@ def missing_sources(point: Point, source: str) -> list[str]:
     return reasons
 
 
+def gpu_model(result: dict) -> str | None:
+    """The GPU a point trained on: the engine's device name, else NVML's list (x count)."""
+    prov = result.get("provenance", {})
+    if result.get("device") == "cpu":
+        return "CPU"
+    if prov.get("gpu_model"):
+        return prov["gpu_model"]
+    names = prov.get("gpus") or []
+    return f"{len(names)}x {names[0]}" if names else None
+
+
 def summary_rows(points: list[Point]) -> list[dict]:
     base = next((p for p in points if p.ok), None)
     rows = []
@@ -125,6 +136,9 @@ def summary_rows(points: list[Point]) -> list[dict]:
                 "scaling_efficiency": speedup * base.nodes / p.nodes if speedup and base else None,
                 "throughput_img_per_s": tput,
                 "throughput_speedup": tput / base_tput if (p.ok and tput and base_tput) else None,
+                "backend": r.get("backend"),
+                "precision": r.get("precision"),
+                "gpu": gpu_model(r),
             }
         )
     return rows

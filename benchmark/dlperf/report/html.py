@@ -90,6 +90,9 @@ def build_report(
                 _fmt(r["speedup"], ".2f"),
                 _fmt(r["scaling_efficiency"], ".0%"),
                 _fmt(r["throughput_img_per_s"], ".1f"),
+                html.escape(str(r.get("backend") or "—")),
+                html.escape(str(r.get("precision") or "—")),
+                html.escape(str(r.get("gpu") or "—")),
             )
         )
         + "</tr>"
@@ -121,7 +124,8 @@ def build_report(
 {"<h2>Notes</h2><ul>" + note_items + "</ul>" if notes else ""}
 <h2>Summary</h2>
 <table><tr><th>nodes</th><th>workers</th><th>status</th><th>epochs</th><th>time to accuracy (s)</th>
-<th>speedup</th><th>scaling efficiency</th><th>img/s</th></tr>{table}</table>
+<th>speedup</th><th>scaling efficiency</th><th>img/s</th><th>backend</th><th>precision</th>
+<th>GPU</th></tr>{table}</table>
 {"<h2>Failed or missing points</h2><ul>" + failures + "</ul>" if failures else ""}
 {"<h2>Missing telemetry</h2><ul>" + missing + "</ul>" if missing else ""}
 """

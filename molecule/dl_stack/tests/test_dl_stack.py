@@ -42,9 +42,10 @@ def test_the_wheelhouse_record_names_the_dlperf_wheel_and_every_wheel_it_holds(p
     head = podman("dlstack-head")
     house = "/export/shared/wheelhouse"
     key, *names = head.file(f"{house}/.dl-stack-downloaded").content_string.splitlines()
-    sha1, flavors = key.split()[:2]
+    sha1, extras = key.split()[:2]
     assert sha1 == head.check_output(f"sha1sum {house}/dlperf-0.1.0-py3-none-any.whl").split()[0]
-    assert flavors == "cpu", key
+    # the head's extras and the compute node's, which asks for the PyTorch engine too
+    assert extras == "train,cpu;train,cpu,pytorch", key
     assert names == sorted(head.check_output(f"cd {house} && ls *.whl").split())
 
 
@@ -69,8 +70,9 @@ def _dist(line: str) -> str:
 def test_the_venv_record_names_its_wheels_and_exactly_what_pip_sees(node):
     # A venv that still holds what this record lists skips pip on the next run.
     record = node.file(f"{VENV}/.dl-stack-installed").content_string.splitlines()
-    *checksums, flavor = record[0].split()
-    assert flavor == "cpu", record[0]
+    *checksums, extras = record[0].split()
+    expected = "train,cpu,pytorch" if node.backend.hostname == "dlstack-node" else "train,cpu"
+    assert extras == expected, record[0]
     # the head holds the wheelhouse on its export, the compute node on the mount
     wheelhouse = next(
         p for p in ("/export/shared/wheelhouse", "/shared/wheelhouse") if node.file(p).is_directory
@@ -101,3 +103,24 @@ def test_two_process_gloo_allreduce(node):
 def test_dlperf_cli_runs_from_the_venv(node):
     out = as_bench_user(node, f"{VENV}/bin/dlperf --help")
     assert out.rc == 0 and "train" in out.stdout, out.stderr
+
+
+def test_only_the_node_that_asked_for_pytorch_has_it(podman):
+    head, node = podman("dlstack-head"), podman("dlstack-node")
+    assert "torch==" not in head.check_output(f"{VENV}/bin/pip list --format=freeze")
+    freeze = node.check_output(f"{VENV}/bin/pip list --format=freeze").splitlines()
+    assert any(line.startswith("torch==2.13.0") for line in freeze), freeze
+
+
+def test_the_pytorch_engine_trains_from_the_venv(podman):
+    node = podman("dlstack-node")
+    out = "/tmp/dlperf-pytorch-check"
+    command = (
+        f"{VENV}/bin/dlperf train --backend pytorch --model resnet18_v1.5 --width-multiplier 0.25 "
+        f"--image-size 32 --batch-size 8 --classes 10 --iterations 4 --warmup-iterations 1 "
+        f"--output {out}"
+    )
+    run = as_bench_user(node, command)
+    assert run.rc == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "(pytorch, cpu, float32)" in run.stdout
+    assert '"backend": "pytorch"' in node.file(f"{out}/result.json").content_string

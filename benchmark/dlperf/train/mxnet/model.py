@@ -1,9 +1,4 @@
-"""ResNet v1.5 in MXNet Gluon.
-
-v1.5 differs from the original v1 only in the downsampling bottleneck: the stride sits on the
-3x3 convolution instead of the first 1x1 (He et al. 2016 put it on the 1x1; the v1.5 variant
-is the one NVIDIA's DeepLearningExamples and MLPerf train). BasicBlock depths (18, 34) are
-unaffected by the distinction.
+"""ResNet v1.5 in MXNet Gluon (the architecture is described in dlperf.train.architecture).
 
 ``width_multiplier`` scales every channel count (minimum 8) so tests can train the same
 architecture at a fraction of the cost.
@@ -13,16 +8,7 @@ from __future__ import annotations
 
 from mxnet.gluon import nn
 
-# depth -> (block type, blocks per stage)
-SPECS: dict[int, tuple[str, list[int]]] = {
-    18: ("basic", [2, 2, 2, 2]),
-    34: ("basic", [3, 4, 6, 3]),
-    50: ("bottleneck", [3, 4, 6, 3]),
-    101: ("bottleneck", [3, 4, 23, 3]),
-}
-MODELS = {f"resnet{d}_v1.5": d for d in SPECS}
-BN_EPS = 1e-5
-BN_MOMENTUM = 0.9
+from dlperf.train.architecture import BN_EPS, BN_MOMENTUM, SPECS, model_depth
 
 
 def _bn(**kwargs) -> nn.BatchNorm:
@@ -99,6 +85,4 @@ class ResNetV15(nn.HybridBlock):
 
 
 def build_model(name: str, classes: int, width_multiplier: float) -> ResNetV15:
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(sorted(MODELS))}")
-    return ResNetV15(MODELS[name], classes=classes, width_multiplier=width_multiplier)
+    return ResNetV15(model_depth(name), classes=classes, width_multiplier=width_multiplier)

@@ -1,0 +1,75 @@
+"""The seam between the training driver and a framework.
+
+The driver (dlperf.train.driver) owns the clock, time to accuracy, the MLPerf log, progress and
+the result. An engine owns everything that touches a framework: process group, device, data,
+model, one optimisation step, evaluation, parameter fingerprint and versions. Each engine lives
+in its own package (dlperf.train.<backend>) and is imported only when that backend is chosen,
+so `dlperf report` and `dlperf sweep` never import a framework, and no process imports two.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from dlperf.train.config import TrainConfig
+from dlperf.train.schedule import WarmupCosine
+
+BACKENDS = ("mxnet", "pytorch")
+
+
+@dataclass
+class Datasets:
+    train: Any  # iterable of batches, one pass per epoch
+    val: Any | None  # iterable of batches; None for synthetic data
+    classes: int
+    steps_per_epoch: int  # identical on every rank
+
+
+class Engine(Protocol):
+    name: str
+    rank: int
+    size: int
+    local_rank: int
+    device: str  # "gpu" | "cpu"
+    precision: str  # what the step computes in, e.g. "bfloat16-amp", "float32"
+
+    def hostnames(self) -> list[str]: ...
+
+    def datasets(self) -> Datasets: ...
+
+    def build(self, classes: int, schedule: WarmupCosine) -> None: ...
+
+    def step(self, batch: Any, step: int) -> None: ...
+
+    def images(self, batch: Any) -> int:
+        """Images this rank trained on in ``batch``."""
+        ...
+
+    def synchronize(self) -> None:
+        """Wait for every queued device operation of this rank."""
+        ...
+
+    def barrier(self) -> None: ...
+
+    def evaluate(self, val: Any) -> float:
+        """Top-1 over the whole validation set, every image counted once across ranks."""
+        ...
+
+    def fingerprint(self) -> np.ndarray: ...
+
+    def gather(self, row: np.ndarray) -> np.ndarray: ...
+
+    def versions(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def load_engine(cfg: TrainConfig) -> Engine:
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"--backend {cfg.backend!r}: choose from {', '.join(BACKENDS)}")
+    module = importlib.import_module(f"dlperf.train.{cfg.backend}.engine")
+    return module.create(cfg)

@@ -1,0 +1,1 @@
+"""The MXNet engine (Gluon + Horovod): the seed's framework."""

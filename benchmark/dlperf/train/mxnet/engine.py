@@ -1,0 +1,172 @@
+"""The MXNet engine: Gluon ResNet v1.5, Horovod's DistributedTrainer, MXNet's record iterator."""
+
+from __future__ import annotations
+
+import math
+from importlib import metadata
+from pathlib import Path
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from dlperf.train.config import TrainConfig
+from dlperf.train.engine import Datasets
+from dlperf.train.mxnet.comm import make_comm
+from dlperf.train.mxnet.data import RecordData, SyntheticData, classes_in, count_records
+from dlperf.train.mxnet.model import build_model
+from dlperf.train.schedule import WarmupCosine
+
+
+def _context(cfg: TrainConfig, local_rank: int):
+    gpus = mx.context.num_gpus()
+    if cfg.device == "gpu" and gpus == 0:
+        raise RuntimeError("--device gpu but MXNet sees no GPU (CPU build or no driver)")
+    if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
+        return mx.gpu(local_rank % gpus)
+    return mx.cpu()
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class MXNetEngine:
+    name = "mxnet"
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self.comm = make_comm()
+        self.rank, self.size, self.local_rank = self.comm.rank, self.comm.size, self.comm.local_rank
+        self.ctx = _context(cfg, self.local_rank)
+        self.device = "gpu" if self.ctx.device_type == "gpu" else "cpu"
+        on_gpu = self.device == "gpu"
+        self.dtype = ("float16" if on_gpu else "float32") if cfg.dtype == "auto" else cfg.dtype
+        self.precision = self.dtype
+        mx.random.seed(cfg.seed + self.rank)
+        np.random.seed(cfg.seed + self.rank)
+
+    def hostnames(self) -> list[str]:
+        return self.comm.hostnames()
+
+    def versions(self) -> dict:
+        return {
+            "framework": "mxnet",
+            "mxnet": _version("mxnet") or _version("mxnet-cu110"),
+            "horovod": _version("horovod"),
+        }
+
+    # ---- data --------------------------------------------------------------------------
+    def datasets(self) -> Datasets:
+        cfg, world = self.cfg, self.size
+        if cfg.synthetic:
+            classes = cfg.classes or 1000
+            per_epoch = cfg.iterations if cfg.mode == "throughput" else 10
+            train = SyntheticData(cfg.batch_size, cfg.image_size, classes, per_epoch, self.ctx)
+            return Datasets(train, None, classes, per_epoch)
+        path = Path(cfg.data)
+        classes = cfg.classes or classes_in(path)
+        steps = max(1, math.ceil(count_records(path) / (cfg.batch_size * world)))
+        train = RecordData(
+            path, cfg.batch_size, cfg.image_size, True, self.rank, world, cfg.threads, cfg.seed
+        )
+        val = None
+        if cfg.val_data:
+            val = RecordData(
+                Path(cfg.val_data),
+                cfg.batch_size,
+                cfg.image_size,
+                False,
+                self.rank,
+                world,
+                cfg.threads,
+            )
+        return Datasets(train, val, classes, steps)
+
+    # ---- model + optimiser -------------------------------------------------------------
+    def build(self, classes: int, schedule: WarmupCosine) -> None:
+        cfg = self.cfg
+        self.classes, self.schedule = classes, schedule
+        net = build_model(cfg.model, classes, cfg.width_multiplier)
+        net.initialize(mx.init.MSRAPrelu(), ctx=self.ctx)
+        if self.dtype == "float16":
+            net.cast("float16")
+        net.hybridize(static_alloc=True, static_shape=True)
+        # No weight decay on batch-norm parameters and biases (NVIDIA's recipe).
+        for _, p in net.collect_params(".*gamma|.*beta|.*bias").items():
+            p.wd_mult = 0.0
+        opt = {
+            "learning_rate": schedule(0),
+            "momentum": cfg.momentum,
+            "wd": cfg.weight_decay,
+            "multi_precision": self.dtype == "float16",
+        }
+        # Initialise the deferred shapes, then make every rank start from rank 0's weights.
+        net(mx.nd.zeros((1, 3, cfg.image_size, cfg.image_size), ctx=self.ctx, dtype=self.dtype))
+        params = net.collect_params()
+        self.comm.broadcast_parameters(params)
+        if self.comm.horovod is not None:
+            trainer = self.comm.horovod.DistributedTrainer(params, "sgd", opt)
+        else:
+            trainer = gluon.Trainer(params, "sgd", opt)
+        self.net, self.trainer = net, trainer
+        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False)
+
+    # ---- steps -------------------------------------------------------------------------
+    def step(self, batch, step: int) -> None:
+        cfg, classes = self.cfg, self.classes
+        data = batch.data.as_in_context(self.ctx).astype(self.dtype, copy=False)
+        label = batch.label.as_in_context(self.ctx)
+        smooth = mx.nd.one_hot(
+            label,
+            classes,
+            on_value=1 - cfg.label_smoothing + cfg.label_smoothing / classes,
+            off_value=cfg.label_smoothing / classes,
+        ).astype(self.dtype, copy=False)
+        self.trainer.set_learning_rate(self.schedule(step))
+        with autograd.record():
+            loss = self.loss_fn(self.net(data), smooth)
+        loss.backward()
+        self.trainer.step(data.shape[0])
+
+    def images(self, batch) -> int:
+        return batch.data.shape[0]
+
+    def synchronize(self) -> None:
+        mx.nd.waitall()
+
+    def barrier(self) -> None:
+        self.comm.sum(np.zeros(1))
+
+    def evaluate(self, val) -> float:
+        correct = total = 0.0
+        for batch in val:
+            data = batch.data.as_in_context(self.ctx).astype(self.dtype, copy=False)
+            n = batch.valid
+            pred = self.net(data).argmax(axis=1).astype("float32")[:n]
+            label = batch.label.as_in_context(self.ctx)[:n]
+            correct += float((pred == label).sum().asscalar())
+            total += n
+        summed = self.comm.sum(np.array([correct, total]))
+        return float(summed[0] / max(summed[1], 1.0))
+
+    def fingerprint(self) -> np.ndarray:
+        """Sum and sum of squares of every parameter, in a fixed order (bitwise-comparable)."""
+        values = []
+        for _, p in sorted(self.net.collect_params().items()):
+            a = p.data().asnumpy().astype(np.float64)
+            values += [a.sum(), (a * a).sum()]
+        return np.array(values)
+
+    def gather(self, row: np.ndarray) -> np.ndarray:
+        return self.comm.gather(row)
+
+    def close(self) -> None:
+        pass
+
+
+def create(cfg: TrainConfig) -> MXNetEngine:
+    return MXNetEngine(cfg)

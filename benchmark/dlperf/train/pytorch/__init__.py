@@ -1,0 +1,1 @@
+"""The PyTorch engine (DistributedDataParallel on NCCL or Gloo)."""

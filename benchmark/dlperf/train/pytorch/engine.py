@@ -1,0 +1,214 @@
+"""The PyTorch engine: ResNet v1.5 under DistributedDataParallel (NCCL on GPUs, Gloo on CPUs),
+mixed precision by autocast (bf16 where the GPU has it, else fp16 with a gradient scaler),
+channels_last on GPUs, optional torch.compile. One process per GPU."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from dlperf.train.config import TrainConfig
+from dlperf.train.engine import Datasets
+from dlperf.train.pytorch.data import RecordData, SyntheticData, classes_in
+from dlperf.train.pytorch.dist import placement
+from dlperf.train.pytorch.model import build_model, decay_groups
+from dlperf.train.schedule import WarmupCosine
+
+AMP = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _device(cfg: TrainConfig, local_rank: int) -> torch.device:
+    gpus = torch.cuda.device_count()
+    if cfg.device == "gpu" and gpus == 0:
+        raise RuntimeError("--device gpu but PyTorch sees no GPU (CPU build or no driver)")
+    if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
+        torch.cuda.set_device(local_rank % gpus)
+        return torch.device("cuda", local_rank % gpus)
+    return torch.device("cpu")
+
+
+def _dtype(cfg: TrainConfig, device: torch.device) -> str:
+    if cfg.dtype != "auto":
+        return cfg.dtype
+    if device.type != "cuda":
+        return "float32"
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
+class TorchEngine:
+    name = "pytorch"
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self.place = placement()
+        self.rank, self.size = self.place.rank, self.place.size
+        self.local_rank = self.place.local_rank
+        self.dev = _device(cfg, self.local_rank)
+        self.device = "gpu" if self.dev.type == "cuda" else "cpu"
+        self.dtype = _dtype(cfg, self.dev)
+        self.amp = self.dtype in AMP
+        self.precision = f"{self.dtype}-amp" if self.amp else self.dtype
+        layout = (
+            cfg.layout if cfg.layout != "auto" else ("NHWC" if self.device == "gpu" else "NCHW")
+        )
+        self.layout = layout
+        self.memory_format = torch.channels_last if layout == "NHWC" else torch.contiguous_format
+        torch.manual_seed(cfg.seed)  # the same initial weights on every rank before DDP's sync
+        if self.device == "gpu":
+            torch.backends.cudnn.benchmark = True
+        if self.size > 1:
+            dist.init_process_group(
+                "nccl" if self.device == "gpu" else "gloo",
+                init_method=f"tcp://{self.place.master_addr}:{self.place.master_port}",
+                rank=self.rank,
+                world_size=self.size,
+                timeout=timedelta(seconds=int(os.environ.get("DLPERF_DIST_TIMEOUT", "600"))),
+            )
+
+    # ---- collectives (world of one: no process group) ------------------------------------
+    def _collective_device(self) -> torch.device:
+        return self.dev if self.device == "gpu" else torch.device("cpu")
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        t = torch.tensor(values, dtype=torch.float64, device=self._collective_device())
+        if self.size > 1:
+            dist.all_reduce(t)
+        return t.cpu().numpy()
+
+    def gather(self, row: np.ndarray) -> np.ndarray:
+        t = torch.tensor(row, dtype=torch.float64, device=self._collective_device())
+        if self.size == 1:
+            return t.cpu().numpy().reshape(1, -1)
+        out = [torch.empty_like(t) for _ in range(self.size)]
+        dist.all_gather(out, t)
+        return torch.stack(out).cpu().numpy()
+
+    def barrier(self) -> None:
+        self.sum(np.zeros(1))
+
+    def hostnames(self) -> list[str]:
+        import socket
+
+        name = socket.gethostname()
+        if self.size == 1:
+            return [name]
+        names: list = [None] * self.size
+        dist.all_gather_object(names, name)
+        return names
+
+    def versions(self) -> dict:
+        cuda = self.device == "gpu"
+        return {
+            "framework": "pytorch",
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "cudnn": str(torch.backends.cudnn.version()) if cuda else None,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+            "gpu_model": torch.cuda.get_device_name(self.dev) if cuda else None,
+            "launcher": self.place.launcher,
+            "layout": self.layout,
+            "compiled": self.cfg.compile,
+        }
+
+    # ---- data --------------------------------------------------------------------------
+    def datasets(self) -> Datasets:
+        cfg = self.cfg
+        if cfg.synthetic:
+            classes = cfg.classes or 1000
+            per_epoch = cfg.iterations if cfg.mode == "throughput" else 10
+            train = SyntheticData(
+                cfg.batch_size, cfg.image_size, classes, per_epoch, self.dev, self.memory_format
+            )
+            return Datasets(train, None, classes, per_epoch)
+        path = Path(cfg.data)
+        classes = cfg.classes or classes_in(path)
+        common = (self.rank, self.size, cfg.threads, cfg.seed, self.dev, self.memory_format)
+        train = RecordData(path, cfg.batch_size, cfg.image_size, True, *common)
+        val = None
+        if cfg.val_data:
+            val = RecordData(Path(cfg.val_data), cfg.batch_size, cfg.image_size, False, *common)
+        return Datasets(train, val, classes, train.steps)
+
+    # ---- model + optimiser -------------------------------------------------------------
+    def build(self, classes: int, schedule: WarmupCosine) -> None:
+        cfg = self.cfg
+        self.schedule = schedule
+        net = build_model(cfg.model, classes, cfg.width_multiplier)
+        net = net.to(self.dev, memory_format=self.memory_format)
+        self.net = net
+        model: nn.Module = net
+        if self.size > 1:
+            model = nn.parallel.DistributedDataParallel(
+                net,
+                device_ids=[self.dev.index] if self.device == "gpu" else None,
+                gradient_as_bucket_view=True,
+            )
+        if cfg.compile:
+            model = torch.compile(model)
+        self.model = model
+        groups = decay_groups(net, cfg.weight_decay)
+        extra = {"fused": True} if self.device == "gpu" else {"foreach": True}
+        self.opt = torch.optim.SGD(groups, lr=schedule(0), momentum=cfg.momentum, **extra)
+        self.scaler = torch.amp.GradScaler(self.dev.type, enabled=self.dtype == "float16")
+        self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+
+    # ---- steps -------------------------------------------------------------------------
+    def _autocast(self):
+        return torch.autocast(self.dev.type, dtype=AMP.get(self.dtype), enabled=self.amp)
+
+    def step(self, batch, step: int) -> None:
+        data, label, _ = batch
+        lr = self.schedule(step)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        with self._autocast():
+            logits = self.model(data)
+        loss = self.loss_fn(logits.float(), label)  # the loss in fp32, as NVIDIA's recipe
+        self.opt.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.opt)
+        self.scaler.update()
+
+    def images(self, batch) -> int:
+        return int(batch[1].shape[0])
+
+    def synchronize(self) -> None:
+        if self.device == "gpu":
+            torch.cuda.synchronize(self.dev)
+
+    def evaluate(self, val) -> float:
+        self.model.eval()
+        correct = torch.zeros((), dtype=torch.float64, device=self.dev)
+        total = torch.zeros((), dtype=torch.float64, device=self.dev)
+        with torch.no_grad(), self._autocast():
+            for data, label, valid in val:
+                pred = self.net(data).argmax(dim=1)
+                correct += ((pred == label) & valid).sum()
+                total += valid.sum()
+        self.model.train()
+        summed = self.sum(np.array([correct.item(), total.item()]))
+        return float(summed[0] / max(summed[1], 1.0))
+
+    def fingerprint(self) -> np.ndarray:
+        """Sum and sum of squares of every trainable parameter, in a fixed order. Batch-norm
+        running statistics are left out: each rank updates them from its own shard after DDP's
+        last buffer broadcast, so they differ by design."""
+        values = []
+        for _, t in sorted(self.net.named_parameters()):
+            a = t.detach().double().cpu().numpy()
+            values += [a.sum(), (a * a).sum()]
+        return np.array(values)
+
+    def close(self) -> None:
+        if self.size > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def create(cfg: TrainConfig) -> TorchEngine:
+    return TorchEngine(cfg)

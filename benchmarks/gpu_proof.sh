@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# GPU proof on one GPU node, in about five minutes:
+#  1. the node's real nvidia-smi outputs (query CSV, -q, topo -m), saved in the layout of
+#     tests/fixtures/nvidia-smi/<name>/ so gpu_facts' tests can replay them;
+#  2. gpu_facts (run by ansible when it is installed, else its parser directly) and the
+#     telemetry sampler, against the real GPU;
+#  3. ResNet-50 v1.5 synthetic training throughput with the PyTorch engine: bf16 AMP with
+#     channels_last (eager, then torch.compile), and NCHW for comparison;
+#  4. the MXNet engine on the same GPU (its failure is recorded when it cannot load).
+# Every step runs even when an earlier one failed; summary.txt holds the numbers.
+#
+# Usage:  benchmarks/gpu_proof.sh OUTDIR
+# Env:    DLPERF   the dlperf command (default: dlperf; e.g. "python3 -m dlperf")
+#         BATCH    images per GPU (default 256)   ITERS / WARMUP   steps / untimed (200 / 50)
+set -uo pipefail
+out=${1:?usage: benchmarks/gpu_proof.sh OUTDIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+read -r -a dlperf <<<"${DLPERF:-dlperf}"
+python=${PYTHON:-python3}
+batch=${BATCH:-256} iters=${ITERS:-200} warmup=${WARMUP:-50}
+mkdir -p "$out/fixture" "$out/runs"
+step() { echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+step "nvidia-smi outputs"
+fields=$("$python" -c 'from dlperf_module_utils.dlperf_gpu import QUERY_ARGS; print(" ".join(QUERY_ARGS))')
+# shellcheck disable=SC2086  # two arguments
+nvidia-smi $fields >"$out/fixture/query.csv"
+nvidia-smi -q >"$out/fixture/q.txt"
+nvidia-smi topo -m >"$out/fixture/topo.txt"
+head -n 3 "$out/fixture/query.csv"
+
+step "gpu_facts"
+if "$python" -c 'import ansible' 2>/dev/null; then
+  ANSIBLE_LIBRARY="$root/plugins/modules" ANSIBLE_MODULE_UTILS="$root/plugins/module_utils" \
+    ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0 LC_ALL=C.UTF-8 \
+    "$python" -m ansible.cli.adhoc localhost -c local -m gpu_facts \
+    -e "ansible_python_interpreter=$(command -v "$python")" -o >"$out/runs/gpu_facts.txt" 2>&1
+  echo "ansible gpu_facts rc=$?"
+else
+  echo "ansible is not installed: parsing with gpu_facts' module_utils" | tee "$out/runs/gpu_facts.txt"
+  "$python" - "$out/fixture" >>"$out/runs/gpu_facts.txt" <<'EOF'
+import json, sys
+from pathlib import Path
+from dlperf_module_utils.dlperf_gpu import classify, parse_cuda_version, parse_query, parse_topology
+d = Path(sys.argv[1])
+topo = parse_topology((d / "topo.txt").read_text())
+print(json.dumps({"gpus": parse_query((d / "query.csv").read_text()),
+                  "cuda_version": parse_cuda_version((d / "q.txt").read_text()),
+                  **classify(topo)}, indent=1))
+EOF
+fi
+tail -c 1500 "$out/runs/gpu_facts.txt"
+
+step "telemetry sampler (1 s) for the training runs"
+"${dlperf[@]}" telemetry --output "$out/runs/telemetry.jsonl" --interval 1 --duration 900 &
+sampler=$!
+
+train() {  # NAME ARGS...: one synthetic throughput run
+  local name=$1
+  shift
+  step "train $name"
+  "${dlperf[@]}" train --data synthetic --model resnet50_v1.5 --image-size 224 \
+    --batch-size "$batch" --iterations "$iters" --warmup-iterations "$warmup" \
+    --output "$out/runs/$name" "$@" >"$out/runs/$name.log" 2>&1
+  echo "rc=$?"
+  grep -E "^throughput|Error|error" "$out/runs/$name.log" | tail -n 5
+}
+train pytorch-bf16-nhwc --backend pytorch --device gpu
+train pytorch-bf16-nhwc-compile --backend pytorch --device gpu --compile
+train pytorch-bf16-nchw --backend pytorch --device gpu --layout NCHW
+kill -TERM "$sampler" 2>/dev/null
+wait "$sampler"
+iters=20 warmup=5 train mxnet-float16 --backend mxnet --device gpu
+
+step "summary"
+"$python" - "$out" <<'EOF' | tee "$out/summary.txt"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for res in sorted(out.glob("runs/*/result.json")):
+    r = json.loads(res.read_text())
+    p = r.get("provenance", {})
+    rate = r.get("throughput_img_per_s")
+    print(f"{res.parent.name:28s} {r['status']:6s} "
+          f"{'%.0f img/s' % rate if rate else '-':>12s}  first step {r.get('first_step_s') or 0:.1f} s"
+          f"  {r.get('precision')} {p.get('layout')} {p.get('gpu_model')} torch {p.get('torch')}"
+          f" cuda {p.get('torch_cuda')} cudnn {p.get('cudnn')} nccl {p.get('nccl')}"
+          f" driver {p.get('driver')}")
+for name in ("mxnet-float16",):
+    log = out / "runs" / f"{name}.log"
+    if log.exists() and not (out / "runs" / name / "result.json").exists():
+        lines = [l for l in log.read_text().splitlines() if l.strip()]
+        print(f"{name}: no result; last line: {lines[-1] if lines else '(empty log)'}")
+rows = [json.loads(l) for l in (out / "runs/telemetry.jsonl").read_text().splitlines()[1:]]
+gpu = [g for row in rows for g in (row.get("gpu") or {}).values()]
+if gpu:
+    print(f"telemetry: {len(rows)} samples; GPU util max {max(g['util_percent'] for g in gpu)} %, "
+          f"power max {max(g['power_w'] for g in gpu):.0f} W, "
+          f"memory max {max(g['mem_used_bytes'] for g in gpu) / 2**30:.1f} GiB")
+else:
+    print(f"telemetry: {len(rows)} samples, no GPU source")
+EOF
+tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"
+step "done"

@@ -1,0 +1,168 @@
+"""The PyTorch engine's parts: architecture, launcher environments, sharding, RecordIO reading."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from dlperf.data.recordio import RecordFile, write_records
+from dlperf.train.pytorch.data import RecordDataset, ShardSampler, classes_in
+from dlperf.train.pytorch.dist import LaunchError, placement
+from dlperf.train.pytorch.model import Bottleneck, build_model, decay_groups
+from dlperf_module_utils.dlperf_job import launch_command, rendezvous_environment
+from PIL import Image
+
+
+def trainable(model) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize(
+    ("name", "count"),
+    # The published counts of ResNet-50 and ResNet-18 with 1000 classes.
+    [("resnet50_v1.5", 25_557_032), ("resnet18_v1.5", 11_689_512)],
+)
+def test_models_have_the_published_parameter_counts(name, count):
+    assert trainable(build_model(name, 1000, 1.0)) == count
+
+
+def test_downsampling_bottleneck_strides_on_the_3x3_convolution():
+    block = Bottleneck(256, 512, stride=2, downsample=True)
+    convs = [m for m in block.body if isinstance(m, torch.nn.Conv2d)]
+    assert [c.stride for c in convs] == [(1, 1), (2, 2), (1, 1)]
+    assert [c.kernel_size for c in convs] == [(1, 1), (3, 3), (1, 1)]
+    assert torch.all(block.body[-1].weight == 0)  # the branch starts as the identity
+
+
+def test_weight_decay_skips_batch_norm_and_biases():
+    model = build_model("resnet18_v1.5", 10, 0.25)
+    decay, no_decay = decay_groups(model, 1e-4)
+    assert decay["weight_decay"] == 1e-4 and no_decay["weight_decay"] == 0.0
+    assert all(p.ndim in (2, 4) for p in decay["params"])
+    assert all(p.ndim == 1 for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, ("none", 0, 1, 0, 1, "127.0.0.1", 29500)),
+        (
+            {
+                "RANK": "3",
+                "WORLD_SIZE": "8",
+                "LOCAL_RANK": "3",
+                "LOCAL_WORLD_SIZE": "4",
+                "MASTER_ADDR": "compute01",
+                "MASTER_PORT": "29400",
+            },
+            ("torchrun", 3, 8, 3, 4, "compute01", 29400),
+        ),
+        (
+            {
+                "HOROVOD_RANK": "1",
+                "HOROVOD_SIZE": "2",
+                "HOROVOD_LOCAL_RANK": "1",
+                "HOROVOD_LOCAL_SIZE": "2",
+            },
+            ("horovodrun", 1, 2, 1, 2, "127.0.0.1", 29500),
+        ),
+        (
+            {
+                "OMPI_COMM_WORLD_RANK": "5",
+                "OMPI_COMM_WORLD_SIZE": "8",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+                "MASTER_ADDR": "10.0.0.1",
+            },
+            ("mpirun", 5, 8, 1, 4, "10.0.0.1", 29500),
+        ),
+        (
+            {
+                "SLURM_PROCID": "6",
+                "SLURM_NTASKS": "8",
+                "SLURM_LOCALID": "2",
+                "SLURM_NTASKS_PER_NODE": "4(x2)",
+                "MASTER_ADDR": "compute01",
+            },
+            ("srun", 6, 8, 2, 4, "compute01", 29500),
+        ),
+    ],
+)
+def test_placement_is_read_from_each_launchers_environment(env, expected):
+    p = placement(env)
+    assert (p.launcher, p.rank, p.size, p.local_rank, p.local_size) == expected[:5]
+    assert (p.master_addr, p.master_port) == expected[5:]
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"RANK": "0", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4"}, "MASTER_ADDR is not set"),
+        ({"RANK": "4", "WORLD_SIZE": "4"}, "rank 4 outside a world of 4"),
+        ({"RANK": "x", "WORLD_SIZE": "4"}, "RANK='x': not an integer"),
+        ({"MASTER_PORT": "http"}, "MASTER_PORT='http': not an integer"),
+    ],
+)
+def test_unusable_launcher_environments_are_refused_naming_the_variable(env, needle):
+    with pytest.raises(LaunchError, match=needle.replace("(", r"\(")):
+        placement(env)
+
+
+@pytest.mark.parametrize(("n", "world"), [(1438, 3), (100, 4), (10, 4), (96, 3)])
+def test_every_rank_takes_the_same_steps_and_validation_counts_every_image_once(n, world):
+    batch = 8
+    train = [ShardSampler(n, batch, r, world, True, seed=1) for r in range(world)]
+    assert len({len(s) for s in train}) == 1 and len({s.steps for s in train}) == 1
+    assert len(train[0]) == train[0].steps * batch
+    drawn = [i for s in train for i, _ in s]
+    assert len(set(drawn)) == min(n, len(drawn))  # no image twice in an epoch unless n < need
+    val = [ShardSampler(n, batch, r, world, False, seed=1) for r in range(world)]
+    assert len({len(s) for s in val}) == 1
+    valid = sorted(i for s in val for i, ok in s if ok)
+    assert valid == list(range(n))
+
+
+def test_the_training_order_changes_every_epoch_and_repeats_with_the_seed():
+    a, b = ShardSampler(64, 4, 0, 2, True, seed=7), ShardSampler(64, 4, 0, 2, True, seed=7)
+    first = list(a)
+    assert first == list(b)
+    a.epoch += 1
+    assert list(a) != first
+
+
+def test_records_written_without_mxnet_read_back_with_their_labels(tmp_path):
+    images = [(Image.new("RGB", (20 + i, 16), (10 * i, 0, 0)), i % 3) for i in range(7)]
+    path = tmp_path / "set.rec"
+    assert write_records(path, images) == 7
+    records = RecordFile(path)
+    assert len(records) == 7
+    assert [records.label(i) for i in range(7)] == [i % 3 for i in range(7)]
+    assert classes_in(path) == 3
+    data = RecordDataset(path, image_size=12, train=False, seed=0)
+    image, label, valid = data[(4, True)]
+    assert image.shape == (12, 12, 3) and image.dtype == torch.uint8
+    assert label == 1 and valid is True
+    assert abs(int(image[6, 6, 0]) - 40) <= 2  # the pixel colour survives JPEG
+    train = RecordDataset(path, image_size=12, train=True, seed=0)
+    assert train[(4, True)][0].shape == (12, 12, 3)
+
+
+def test_a_record_file_without_its_index_is_refused(tmp_path):
+    (tmp_path / "x.rec").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="no index beside"):
+        RecordFile(tmp_path / "x.rec")
+
+
+def test_rendezvous_is_rank_0s_host_and_the_launch_network():
+    assert rendezvous_environment("compute01:4,compute02:4", "ib0") == {
+        "MASTER_ADDR": "compute01",
+        "MASTER_PORT": "29500",
+        "GLOO_SOCKET_IFNAME": "ib0",
+        "NCCL_SOCKET_IFNAME": "ib0",
+    }
+    assert rendezvous_environment("localhost:2", None, 4242) == {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "4242",
+    }
+    cmd = launch_command("mpirun", "a:1,b:1", None, ["--backend", "pytorch"])
+    assert "MASTER_ADDR" in cmd and "MASTER_PORT" in cmd
