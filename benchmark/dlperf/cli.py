@@ -21,6 +21,9 @@ def _data_parser(sub) -> None:
     prep.add_argument("root", type=Path)
     prep.add_argument("--output", type=Path, required=True, help="the .rec file to write")
     prep.add_argument("--resize", type=int, default=None, help="resize the shorter side to this")
+    prep.add_argument(
+        "--seed", type=int, default=0, help="seed of the record order (recorded in .meta.json)"
+    )
     dig = dsub.add_parser(
         "digits", help="scikit-learn's digits as train.rec/val.rec (tests, demos)"
     )
@@ -147,7 +150,7 @@ def run_data(args) -> int:
     from dlperf.data.recordio import prepare_folder
 
     try:
-        n = prepare_folder(args.root, args.output, args.resize)
+        n = prepare_folder(args.root, args.output, args.resize, args.seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     print(f"wrote {n} images to {args.output} (+ .idx)")

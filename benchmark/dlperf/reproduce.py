@@ -165,11 +165,44 @@ def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | N
                 f"(failed hosts: {failed}; unreachable: {lost})."
                 f"{hint}\nFull log: {entry['log']}\n--- last lines ---\n{result.output_tail(40)}"
             )
+        if phase == "benchmark":
+            _judge_points(cfg, entry, record, record_file)
         say(phase, f"done in {entry['duration_s']:.0f} s ({entry['changed']} changed)")
     report = cfg.run_dir / "report" / "index.html"
     record["report"] = str(report)
     write_atomic(record_file, record)
     return record
+
+
+def sweep_points(root: Path) -> dict[str, str]:
+    """Status of every point fetched under RESULTS/RUN_ID: {"tta/2nodes": "ok", ...}."""
+    points = {}
+    for result in sorted(root.glob("*/*nodes/result.json")):
+        try:
+            status = json.loads(result.read_text()).get("status", "unknown")
+        except (OSError, ValueError):
+            status = "unreadable"
+        points[f"{result.parent.parent.name}/{result.parent.name}"] = status
+    return points
+
+
+def _judge_points(cfg: ReproduceConfig, entry: dict, record: dict, record_file: Path) -> None:
+    """benchmark.yml goes on past a failed point (a rerun repeats just it): the phase is failed
+    when no point succeeded, partial when some did not."""
+    points = sweep_points(cfg.results / cfg.run_id)
+    failed = sorted(name for name, status in points.items() if status != "ok")
+    entry["points"], entry["failed_points"] = points, failed
+    if not points or len(failed) == len(points):
+        entry["status"] = "failed"
+        write_atomic(record_file, record)
+        raise ReproduceError(
+            f"phase benchmark: no sweep point succeeded ({', '.join(failed) or 'no results'} "
+            f"under {cfg.results / cfg.run_id}); each point's result.json holds its log tail. "
+            f"Fix the cause and run again with --run-id {cfg.run_id}."
+        )
+    if failed:
+        entry["status"] = "partial"
+        write_atomic(record_file, record)
 
 
 def phase_table(record: dict) -> list[str]:
@@ -231,6 +264,11 @@ def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
         return 1
     print("\n".join(phase_table(record)))
     print(f"report: {record['report']}")
+    failed = record["phases"].get("benchmark", {}).get("failed_points")
+    if failed:
+        print(f"failed points (the report shows their log tails): {', '.join(failed)}; "
+              f"run again with --run-id {cfg.run_id} to repeat just those")  # fmt: skip
+        return 1
     return 0
 
 

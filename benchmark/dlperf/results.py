@@ -30,6 +30,9 @@ class Result:
     device: str | None = None  # "gpu" | "cpu"
     throughput_img_per_s: float | None = None
     throughput_img_per_s_per_worker: float | None = None
+    throughput_median_img_per_s: float | None = None  # median of the timed windows
+    throughput_windows_img_per_s: list[float] = field(default_factory=list)
+    throughput_per_rank_img_per_s: list[float] = field(default_factory=list)
     time_to_accuracy_s: float | None = None
     epochs: int | None = None
     top1: float | None = None
@@ -85,6 +88,9 @@ def upgrade(data: dict, source: str | Path = "result") -> dict:
             "device": None,
             "init_time_s": None,
             "first_step_s": None,
+            "throughput_median_img_per_s": None,
+            "throughput_windows_img_per_s": [],
+            "throughput_per_rank_img_per_s": [],
             "schema_version": SCHEMA_VERSION,
         }
     return data
@@ -101,20 +107,57 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _git_commit() -> str | None:
+def _git(args: list[str]) -> str | None:
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+            ["git", *args], cwd=here, capture_output=True, text=True, timeout=5, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def source_revision() -> dict[str, Any]:
+    """The git commit of this dlperf and whether tracked files differed from it: from the
+    checkout it runs from, else from the stamp scripts/build-dlperf-wheel.sh put in the wheel."""
+    commit = _git(["rev-parse", "HEAD"])
+    if commit:
+        dirty = _git(["status", "--porcelain", "--untracked-files=no"])
+        return {"git_commit": commit, "git_dirty": bool(dirty) if dirty is not None else None}
+    try:
+        stamp = json.loads((Path(__file__).resolve().parent / "_build.json").read_text())
+    except (OSError, ValueError):
+        return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": stamp.get("git_commit"), "git_dirty": stamp.get("git_dirty")}
+
+
+# Launch and communication settings that change what a run measures.
+ENV_PREFIXES = ("NCCL_", "HOROVOD_", "UCX_", "OMP_", "GLOO_", "MXNET_", "TORCH_", "CUDA_")
+
+
+def launch_environment(env: dict | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def _gpu_layout() -> dict[str, Any]:
+    """gpu_facts' view of the node: the PCIe layout class from `nvidia-smi topo -m`."""
+    import shutil
+
+    binary = shutil.which("nvidia-smi")
+    if binary is None:
+        return {}
+    try:
+        from dlperf_module_utils.dlperf_gpu import classify, parse_topology
+
+        out = subprocess.run(
+            [binary, "topo", "-m"], capture_output=True, text=True, timeout=20, check=True
+        ).stdout
+        layout = classify(parse_topology(out))
+        return {"pcie_layout": layout["layout"], "nvlink": layout["nvlink"]}
+    except Exception as exc:  # a node whose driver is down still records its result
+        return {"pcie_layout": None, "pcie_layout_error": f"{type(exc).__name__}: {exc}"[:200]}
 
 
 def _gpu_versions() -> dict[str, Any]:
@@ -144,9 +187,11 @@ def provenance(hosts: list[str], framework: dict[str, Any] | None = None) -> dic
         "dlperf": _version("dlperf"),
         **(framework or {}),
         **_gpu_versions(),
+        **_gpu_layout(),
         "python": platform.python_version(),
         "hosts": hosts,
         "launch_host": socket.gethostname(),
-        "git_commit": _git_commit(),
+        **source_revision(),
+        "environment": launch_environment(),
         "command": sys.argv,
     }

@@ -132,6 +132,8 @@ def summarise(result: dict) -> dict:
     keys = (
         "status",
         "mode",
+        "backend",
+        "precision",
         "world_size",
         "nodes",
         "throughput_img_per_s",

@@ -88,3 +88,22 @@ def test_bad_allreduce_input_is_refused_naming_the_flag(tmp_path, args, needle):
     proc = dlperf("allreduce", "--output", str(tmp_path / "a.json"), *args)
     assert proc.returncode == 2 and needle in proc.stderr
     assert not (tmp_path / "a.json").exists()
+
+
+def test_three_mxnet_ranks_on_a_set_that_does_not_divide_finish_and_count_every_image_once(
+    tmp_path, digits
+):
+    # 1,438 training and 359 validation images over 3 ranks: parts of 479-480 images, cut to
+    # the same 4 steps of 96 each; every validation image counted once.
+    out = tmp_path / "three"
+    proc = dlperf(
+        "train", *TINY, "--batch-size", "96", "--mode", "tta",
+        "--data", str(digits / "train.rec"), "--val-data", str(digits / "val.rec"),
+        "--target-top1", "0.05", "--max-epochs", "1", "--threads", "1", "--output", str(out),
+        launcher=["horovodrun", "-np", "3", "-H", "localhost:3", "--gloo"],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    result = read_result(out)
+    assert result["world_size"] == 3 and result["epochs"] == 1
+    correct = result["top1"] * 359
+    assert abs(correct - round(correct)) < 1e-6

@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 BIN = Path(sys.executable).parent
 LOCAL = {
     "ansible_connection": "local",
@@ -89,3 +91,26 @@ def test_failed_job_reports_the_tail_of_its_log(run_playbook, tmp_path):
 def test_more_processes_than_slots_is_refused(run_playbook, tmp_path):
     rc, result = job(run_playbook, tmp_path / "out", check=True, np=8)
     assert rc != 0 and "np=8 exceeds the 2 slots" in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("launcher", "launcher_args"),
+    [("horovodrun", []), ("mpirun", ["--allow-run-as-root", "--oversubscribe"])],
+)
+def test_a_pytorch_job_meets_at_the_rendezvous_the_module_sets(
+    run_playbook, tmp_path, launcher, launcher_args
+):
+    # No MASTER_ADDR/PORT given: the module derives them from the host list, and mpirun
+    # exports them to every rank.
+    rc, result = job(
+        run_playbook,
+        tmp_path / "out",
+        check=False,
+        train_args=["--backend", "pytorch", *TRAIN],
+        launcher=launcher,
+        launcher_args=launcher_args,
+    )
+    assert rc == 0, result.get("msg")
+    assert result["result"]["status"] == "ok" and result["result"]["world_size"] == 2
+    assert result["result"]["backend"] == "pytorch"
+    assert result["result"]["precision"] == "float32"

@@ -32,6 +32,9 @@ def test_two_ddp_ranks_train_and_end_with_identical_parameters(tmp_path):
     # DDP averages the same gradients on every rank and starts from rank 0's weights.
     assert rank0 == rank1
     assert result["first_step_s"] > 0 and result["init_time_s"] > 0
+    # the job goes at its slowest rank's pace: never faster than the ranks' rates added up
+    per_rank = result["throughput_per_rank_img_per_s"]
+    assert len(per_rank) == 2 and result["throughput_img_per_s"] <= sum(per_rank) * (1 + 1e-9)
 
 
 def test_time_to_accuracy_on_digits_reaches_the_target(tmp_path, digits):
@@ -88,6 +91,10 @@ def test_throughput_mode_records_backend_precision_and_the_first_step_apart(tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = read_result(out)
     assert result["mode"] == "throughput" and result["throughput_img_per_s"] > 0
+    windows = result["throughput_windows_img_per_s"]  # 4 timed steps: 4 windows of one
+    assert len(windows) == 4 and min(windows) <= result["throughput_median_img_per_s"]
+    assert result["throughput_median_img_per_s"] <= max(windows)
+    assert result["hyperparameters"]["threads"] >= 1  # resolved from the cores
     assert (result["backend"], result["device"], result["precision"]) == (
         "pytorch",
         "cpu",

@@ -67,6 +67,58 @@ def test_the_phase_table_shows_status_wall_time_and_changes():
     ]
 
 
+# A stand-in benchmark.yml: it "fetches" one result per point, with the statuses it is given.
+BENCHMARK = """- hosts: localhost
+  gather_facts: false
+  vars:
+    statuses: STATUSES
+  tasks:
+    - ansible.builtin.file:
+        path: "{{ dlperf_results_dir }}/{{ dlperf_run_id }}/tta/{{ item.key }}"
+        state: directory
+        mode: "0755"
+      loop: "{{ statuses | dict2items }}"
+    - ansible.builtin.copy:
+        content: '{"status": "{{ item.value }}"}'
+        dest: "{{ dlperf_results_dir }}/{{ dlperf_run_id }}/tta/{{ item.key }}/result.json"
+        mode: "0644"
+      loop: "{{ statuses | dict2items }}"
+"""
+
+
+def local_project(tmp_path: Path, statuses: dict) -> ReproduceConfig:
+    project = tmp_path / "project"
+    (project / "playbooks").mkdir(parents=True)
+    (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
+    play = "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.ping:\n"
+    for name in ("site.yml", "playbooks/validate.yml"):
+        (project / name).write_text(play)
+    (project / "playbooks/benchmark.yml").write_text(
+        BENCHMARK.replace("STATUSES", json.dumps(statuses))
+    )
+    (project / "hosts.yml").write_text(
+        f"all:\n  hosts:\n    alive: {{ansible_connection: local, "
+        f"ansible_python_interpreter: {sys.executable}}}\n"
+    )
+    return ReproduceConfig(project, Path("hosts.yml"), "pts", tmp_path / "results")
+
+
+def test_a_benchmark_whose_every_point_failed_fails_naming_the_points(tmp_path):
+    cfg = local_project(tmp_path, {"1nodes": "failed", "2nodes": "failed"})
+    with pytest.raises(ReproduceError, match=r"no sweep point succeeded \(tta/1nodes, tta/2nodes"):
+        run_reproduce(cfg)
+    record = json.loads((cfg.run_dir / "reproduce.json").read_text())
+    assert record["phases"]["benchmark"]["status"] == "failed"
+
+
+def test_a_benchmark_with_some_failed_points_is_partial(tmp_path):
+    cfg = local_project(tmp_path, {"1nodes": "ok", "2nodes": "failed"})
+    record = run_reproduce(cfg)
+    bench = record["phases"]["benchmark"]
+    assert bench["status"] == "partial" and bench["failed_points"] == ["tta/2nodes"]
+    assert bench["points"] == {"tta/1nodes": "ok", "tta/2nodes": "failed"}
+
+
 def test_a_lost_host_stops_the_run_naming_it_and_a_rerun_keeps_the_finished_phases(tmp_path):
     """Real ansible-runner against a project whose site.yml reaches one live host (the
     controller, local connection) and one that is gone (nothing listens on its port)."""
@@ -74,8 +126,11 @@ def test_a_lost_host_stops_the_run_naming_it_and_a_rerun_keeps_the_finished_phas
     (project / "playbooks").mkdir(parents=True)
     (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
     play = "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.ping:\n"
-    for name in ("site.yml", "playbooks/validate.yml", "playbooks/benchmark.yml"):
+    for name in ("site.yml", "playbooks/validate.yml"):
         (project / name).write_text(play)
+    (project / "playbooks/benchmark.yml").write_text(
+        BENCHMARK.replace("STATUSES", '{"1nodes": "ok"}')
+    )
     inventory = project / "hosts.yml"
     inventory.write_text(
         "all:\n  hosts:\n"

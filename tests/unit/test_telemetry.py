@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+from dlperf.telemetry.sampler import read_footer, read_samples
 from dlperf.telemetry.sources import parse_mountstats
 
 BIN = Path(sys.executable).parent
@@ -62,8 +64,13 @@ def test_sampler_writes_timestamped_rows_and_records_missing_sources(tmp_path):
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    header, *samples = rows_of(out)
+    header, *samples, footer = rows_of(out)
     assert header["header"] and header["interval_s"] == 0.2
+    # the sampler's own cost, measured: CPU seconds per sample over the samples it took
+    assert footer["footer"] and footer["samples"] == len(samples)
+    assert 0 < footer["cpu_s_per_sample"] == read_footer(out)["cpu_s_per_sample"]
+    assert footer["cpu_percent_of_core"] == pytest.approx(100 * footer["cpu_s_per_sample"] / 0.2)
+    assert read_samples(out) == (header, samples)
     assert "gpu" in header["missing"] and "NVML" in header["missing"]["gpu"]
     assert {"host", "network", "block", "nfs"} <= set(header["sources"])
     assert len(samples) >= 5
@@ -129,7 +136,8 @@ def test_sampler_started_over_ssh_stops_when_its_stdin_closes(tmp_path):
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
     rows = rows_of(out)
-    assert rows[0]["header"] and len(rows) >= 3 and "t" in rows[-1]
+    # a last sample at stop, then the footer with the sampler's cost
+    assert rows[0]["header"] and len(rows) >= 4 and "t" in rows[-2] and rows[-1]["footer"]
 
 
 def test_bad_interval_is_refused(tmp_path):

@@ -43,6 +43,7 @@ def build_digits(
             )
 
     counts = {
-        name: write_records(output / f"{name}.rec", images(idx)) for name, idx in splits.items()
+        name: write_records(output / f"{name}.rec", images(idx), classes=10, shuffle_seed=seed)
+        for name, idx in splits.items()
     }
     return {"train": counts["train"], "val": counts["val"], "classes": 10, "image_size": image_size}

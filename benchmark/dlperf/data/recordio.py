@@ -11,7 +11,10 @@ reads it for engines that have no MXNet (the PyTorch engine).
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import random
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,20 +34,72 @@ def _pack_record(payload: bytes) -> bytes:
     return struct.pack("<II", MAGIC, len(payload)) + payload + b"\0" * pad
 
 
-def write_records(path: Path, items: Iterable[tuple[Image.Image, int]], quality: int = 95) -> int:
-    """Encode each (image, label) as JPEG into ``path`` (.rec) and its index (.idx), atomically."""
+def meta_path(path: Path) -> Path:
+    return path.with_suffix(".meta.json")
+
+
+def write_records(
+    path: Path,
+    items: Iterable[tuple[Image.Image, int]],
+    quality: int = 95,
+    classes: int | None = None,
+    shuffle_seed: int | None = None,
+) -> int:
+    """Encode each (image, label) as JPEG into ``path`` (.rec), its index (.idx) and a header
+    (.meta.json: record and class counts, the shuffle seed, the index's checksum), atomically.
+    Engines take the class count from the header instead of scanning the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp_rec, tmp_idx = path.with_suffix(".rec.tmp"), path.with_suffix(".idx.tmp")
-    count = 0
+    count, top = 0, -1
     with tmp_rec.open("wb") as rec, tmp_idx.open("w") as idx:
         for count, (image, label) in enumerate(items, start=1):
             buf = io.BytesIO()
             image.convert("RGB").save(buf, format="JPEG", quality=quality)
             idx.write(f"{count - 1}\t{rec.tell()}\n")
             rec.write(_pack_record(_HEADER.pack(0, float(label), count - 1, 0) + buf.getvalue()))
+            top = max(top, int(label))
+    meta = {
+        "records": count,
+        "classes": classes if classes is not None else top + 1,
+        "shuffle_seed": shuffle_seed,
+        "idx_sha256": hashlib.sha256(tmp_idx.read_bytes()).hexdigest(),
+        "rec_bytes": tmp_rec.stat().st_size,
+    }
+    tmp_meta = meta_path(path).with_suffix(".json.tmp")
+    tmp_meta.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     tmp_rec.replace(path)
     tmp_idx.replace(path.with_suffix(".idx"))
+    tmp_meta.replace(meta_path(path))
     return count
+
+
+def read_meta(path: Path) -> dict | None:
+    """The header `write_records` wrote beside a .rec, or None (a file from elsewhere)."""
+    try:
+        return json.loads(meta_path(Path(path)).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def class_count(path: Path, scan) -> int:
+    """Classes of a .rec: from its header when `dlperf data` wrote it, else ``scan(path)``."""
+    meta = read_meta(path)
+    if meta and meta.get("classes"):
+        return int(meta["classes"])
+    return scan(path)
+
+
+def identity(path: Path) -> dict | None:
+    """What names a data set in provenance: its size and the checksum of its index."""
+    path = Path(path)
+    idx = path.with_suffix(".idx")
+    if not path.is_file():
+        return None
+    return {
+        "path": str(path),
+        "rec_bytes": path.stat().st_size,
+        "idx_sha256": hashlib.sha256(idx.read_bytes()).hexdigest() if idx.is_file() else None,
+    }
 
 
 class RecordFile:
@@ -113,8 +168,11 @@ def folder_items(root: Path) -> tuple[list[tuple[Path, int]], list[str]]:
     return items, classes
 
 
-def prepare_folder(root: Path, output: Path, resize: int | None) -> int:
-    items, _ = folder_items(root)
+def prepare_folder(root: Path, output: Path, resize: int | None, seed: int = 0) -> int:
+    """Pack the folder in a seeded random order: readers that give each rank a contiguous part
+    of the file (MXNet's record iterator) then give every rank every class, not 1/world of them."""
+    items, classes = folder_items(root)
+    random.Random(seed).shuffle(items)
 
     def load():
         for file, label in items:
@@ -125,4 +183,4 @@ def prepare_folder(root: Path, output: Path, resize: int | None) -> int:
                 image = image.resize((max(1, round(w * scale)), max(1, round(h * scale))))
             yield image, label
 
-    return write_records(output, load())
+    return write_records(output, load(), classes=len(classes), shuffle_seed=seed)

@@ -39,11 +39,31 @@ class Sampler:
         except sources.SourceMissing as exc:
             self.missing["gpu"] = str(exc)
         self._stop = False
+        self.cost_s = 0.0  # this process's CPU time spent sampling
+        self.samples = 0
 
     def stop(self, *_args) -> None:
         self._stop = True
 
     def sample(self) -> dict:
+        cpu0 = time.process_time()
+        try:
+            return self._sample()
+        finally:
+            self.cost_s += time.process_time() - cpu0
+            self.samples += 1
+
+    def footer(self) -> dict:
+        """The sampler's own cost: CPU seconds per sample, and as a share of one core."""
+        per = self.cost_s / max(self.samples, 1)
+        return {
+            "footer": True,
+            "samples": self.samples,
+            "cpu_s_per_sample": per,
+            "cpu_percent_of_core": 100.0 * per / self.interval,
+        }
+
+    def _sample(self) -> dict:
         row: dict = {"t": time.time()}
         for name, read in list(self.sources.items()):
             try:
@@ -93,6 +113,7 @@ class Sampler:
             if not truncated:  # one last sample at stop: the counters cover the whole run
                 fh.write(json.dumps(self.sample()) + "\n")
                 rows += 1
+                fh.write(json.dumps(self.footer()) + "\n")
         return rows
 
 
@@ -127,7 +148,8 @@ def run_sampler(
 
 
 def read_samples(path: Path) -> tuple[dict, list[dict]]:
-    """Header and samples of a telemetry file; a torn last line (killed writer) is ignored."""
+    """Header and samples of a telemetry file; a torn last line (killed writer) is ignored, and
+    so is the footer with the sampler's own cost (read_footer)."""
     header: dict = {}
     rows: list[dict] = []
     with path.open() as fh:
@@ -141,3 +163,16 @@ def read_samples(path: Path) -> tuple[dict, list[dict]]:
             elif "t" in record and not record.get("truncated"):
                 rows.append(record)
     return header, rows
+
+
+def read_footer(path: Path) -> dict | None:
+    """The sampler's cost record, written when it stopped normally (not when it was killed)."""
+    footer = None
+    with path.open() as fh:
+        for line in fh:
+            if '"footer"' in line:
+                try:
+                    footer = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+    return footer

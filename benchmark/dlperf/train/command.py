@@ -54,6 +54,13 @@ def add_train_parser(sub) -> None:
     p.add_argument("--momentum", type=float, default=0.875, help="SGD momentum")
     p.add_argument("--weight-decay", type=float, default=1.0 / 32768, help="L2, not on BN/bias")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing")
+    p.add_argument(
+        "--lr-schedule",
+        choices=["cosine", "poly"],
+        default="cosine",
+        help="after warm-up: cosine to 0 (NVIDIA's recipe) or polynomial, power 2, to 0.0001 "
+        "(the decay MLPerf's closed ResNet rules accept)",
+    )
     p.add_argument("--warmup-epochs", type=float, default=5.0, help="tta: linear LR warm-up epochs")
     p.add_argument(
         "--dtype",
@@ -77,7 +84,13 @@ def add_train_parser(sub) -> None:
         "--device", choices=["auto", "cpu", "gpu"], default="auto", help="where to train"
     )
     p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--threads", type=int, default=2, help="data-decoding threads per worker")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="data-decoding threads (mxnet) or DataLoader workers (pytorch) per worker; "
+        "default: cores / ranks on the node",
+    )
     p.add_argument(
         "--output", type=Path, required=True, help="directory for result.json and mllog.txt"
     )
@@ -103,6 +116,10 @@ def validate_train(args) -> None:
             f"--label-smoothing {args.label_smoothing}: must be in [0, 1)",
         ),
         (args.classes is None or args.classes >= 2, f"--classes {args.classes}: must be >= 2"),
+        (
+            args.threads is None or args.threads >= (1 if args.backend == "mxnet" else 0),
+            f"--threads {args.threads}: must be >= 1 (mxnet) or >= 0 (pytorch)",
+        ),
     ]
     for ok, message in checks:
         if not ok:

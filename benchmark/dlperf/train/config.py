@@ -33,12 +33,13 @@ class TrainConfig:
     weight_decay: float = 1.0 / 32768
     label_smoothing: float = 0.1
     warmup_epochs: float = 5.0
+    lr_schedule: str = "cosine"  # cosine (DLE) | poly (MLPerf's closed ResNet rules)
     dtype: str = "auto"  # auto: float16 (MXNet) or bfloat16/float16 AMP (PyTorch) on GPU; CPU fp32
     layout: str = "auto"  # auto: NHWC (channels_last) for PyTorch on GPU, else NCHW
     compile: bool = False  # PyTorch: torch.compile the model (first step timed apart)
     device: str = "auto"  # auto | cpu | gpu
     seed: int = 0
-    threads: int = 2  # data-decoding threads per worker
+    threads: int | None = None  # data decoding per worker; None: cores / local ranks
 
     @property
     def synthetic(self) -> bool:

@@ -10,6 +10,7 @@ so `dlperf report` and `dlperf sweep` never import a framework, and no process i
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +28,8 @@ class Datasets:
     val: Any | None  # iterable of batches; None for synthetic data
     classes: int
     steps_per_epoch: int  # identical on every rank
+    train_samples: int  # images in the training set (synthetic: one epoch's worth)
+    eval_samples: int  # images in the validation set (0 without one)
 
 
 class Engine(Protocol):
@@ -36,6 +39,7 @@ class Engine(Protocol):
     local_rank: int
     device: str  # "gpu" | "cpu"
     precision: str  # what the step computes in, e.g. "bfloat16-amp", "float32"
+    threads: int  # data-decoding threads or workers of this rank
 
     def hostnames(self) -> list[str]: ...
 
@@ -66,6 +70,13 @@ class Engine(Protocol):
     def versions(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+def decode_threads(cfg: TrainConfig, local_size: int) -> int:
+    """--threads, or the node's cores shared among its ranks."""
+    if cfg.threads is not None:
+        return cfg.threads
+    return max(1, (os.cpu_count() or 1) // max(local_size, 1))
 
 
 def load_engine(cfg: TrainConfig) -> Engine:

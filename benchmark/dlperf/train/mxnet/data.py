@@ -27,9 +27,11 @@ class Batch:
 class SyntheticData:
     """One random batch kept on the device and served ``batches_per_epoch`` times per epoch."""
 
-    def __init__(self, batch_size: int, image_size: int, classes: int, batches_per_epoch: int, ctx):
+    def __init__(
+        self, batch_size: int, image_size: int, classes: int, batches_per_epoch: int, ctx, seed=0
+    ):
         self.batches_per_epoch = batches_per_epoch
-        mx.random.seed(1234)
+        mx.random.seed(seed)  # the same batch on every rank
         data = mx.nd.random.normal(shape=(batch_size, 3, image_size, image_size), ctx=ctx)
         label = mx.nd.random.randint(0, classes, shape=(batch_size,), ctx=ctx).astype("float32")
         self._batch = Batch(data, label)
@@ -43,7 +45,8 @@ class SyntheticData:
 
 
 class RecordData:
-    """Wrap ``mx.io.ImageRecordIter``; each rank reads its own 1/world shard."""
+    """Wrap ``mx.io.ImageRecordIter``; each rank reads its own 1/world shard (a contiguous part
+    of the file: `dlperf data` shuffles the records so that every part holds every class)."""
 
     def __init__(
         self,
@@ -55,7 +58,9 @@ class RecordData:
         world: int,
         threads: int,
         seed: int = 0,
+        steps: int | None = None,
     ):
+        self.steps = steps  # training: batches per epoch, the same on every rank
         idx = path.with_suffix(".idx")
         common = dict(
             path_imgrec=str(path),
@@ -98,8 +103,10 @@ class RecordData:
 
     def __iter__(self):
         it = self._iter if self._iter is not None else mx.io.ImageRecordIter(**self._val_args)
-        for batch in it:
+        for n, batch in enumerate(it, start=1):
             yield Batch(batch.data[0], batch.label[0], batch.pad or 0)
+            if self.steps is not None and n >= self.steps:
+                break
         it.reset()
 
     def reset(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from importlib import metadata
 from pathlib import Path
 
@@ -10,8 +9,9 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
-from dlperf.train.engine import Datasets
+from dlperf.train.engine import Datasets, decode_threads
 from dlperf.train.mxnet.comm import make_comm
 from dlperf.train.mxnet.data import RecordData, SyntheticData, classes_in, count_records
 from dlperf.train.mxnet.model import build_model
@@ -46,6 +46,7 @@ class MXNetEngine:
         on_gpu = self.device == "gpu"
         self.dtype = ("float16" if on_gpu else "float32") if cfg.dtype == "auto" else cfg.dtype
         self.precision = self.dtype
+        self.threads = decode_threads(cfg, self.comm.local_size)
         mx.random.seed(cfg.seed + self.rank)
         np.random.seed(cfg.seed + self.rank)
 
@@ -65,14 +66,20 @@ class MXNetEngine:
         if cfg.synthetic:
             classes = cfg.classes or 1000
             per_epoch = cfg.iterations if cfg.mode == "throughput" else 10
-            train = SyntheticData(cfg.batch_size, cfg.image_size, classes, per_epoch, self.ctx)
-            return Datasets(train, None, classes, per_epoch)
+            train = SyntheticData(
+                cfg.batch_size, cfg.image_size, classes, per_epoch, self.ctx, cfg.seed
+            )
+            return Datasets(train, None, classes, per_epoch, per_epoch * cfg.batch_size * world, 0)
         path = Path(cfg.data)
-        classes = cfg.classes or classes_in(path)
-        steps = max(1, math.ceil(count_records(path) / (cfg.batch_size * world)))
+        classes = cfg.classes or class_count(path, classes_in)
+        samples = count_records(path)
+        # Whole global batches only: every rank takes the same steps (a rank that ran on would
+        # wait for the others in an allreduce).
+        steps = max(1, samples // (cfg.batch_size * world))
         train = RecordData(
-            path, cfg.batch_size, cfg.image_size, True, self.rank, world, cfg.threads, cfg.seed
-        )
+            path, cfg.batch_size, cfg.image_size, True, self.rank, world, self.threads, cfg.seed,
+            steps=steps,
+        )  # fmt: skip
         val = None
         if cfg.val_data:
             val = RecordData(
@@ -82,9 +89,10 @@ class MXNetEngine:
                 False,
                 self.rank,
                 world,
-                cfg.threads,
+                self.threads,
             )
-        return Datasets(train, val, classes, steps)
+        eval_samples = count_records(Path(cfg.val_data)) if cfg.val_data else 0
+        return Datasets(train, val, classes, steps, samples, eval_samples)
 
     # ---- model + optimiser -------------------------------------------------------------
     def build(self, classes: int, schedule: WarmupCosine) -> None:

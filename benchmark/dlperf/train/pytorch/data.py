@@ -28,13 +28,13 @@ STD_RGB = (58.393, 57.12, 57.375)
 class SyntheticData:
     """One random batch kept on the device and served ``batches_per_epoch`` times per epoch."""
 
-    def __init__(self, batch_size, image_size, classes, batches_per_epoch, device, memory_format):
+    def __init__(self, batch_size, image_size, classes, batches_per_epoch, device, fmt, seed=0):
         self.batches_per_epoch = batches_per_epoch
-        gen = torch.Generator().manual_seed(1234)  # the same batch on every rank, as MXNet's
+        gen = torch.Generator().manual_seed(seed)  # the same batch on every rank
         data = torch.randn(batch_size, 3, image_size, image_size, generator=gen)
         label = torch.randint(0, classes, (batch_size,), generator=gen)
         self._batch = (
-            data.to(device).contiguous(memory_format=memory_format),
+            data.to(device).contiguous(memory_format=fmt),
             label.to(device),
             torch.ones(batch_size, dtype=torch.bool, device=device),
         )

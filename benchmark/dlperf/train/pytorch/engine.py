@@ -13,8 +13,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
-from dlperf.train.engine import Datasets
+from dlperf.train.engine import Datasets, decode_threads
 from dlperf.train.pytorch.data import RecordData, SyntheticData, classes_in
 from dlperf.train.pytorch.dist import placement
 from dlperf.train.pytorch.model import build_model, decay_groups
@@ -54,6 +55,7 @@ class TorchEngine:
         self.dtype = _dtype(cfg, self.dev)
         self.amp = self.dtype in AMP
         self.precision = f"{self.dtype}-amp" if self.amp else self.dtype
+        self.threads = decode_threads(cfg, self.place.local_size)
         layout = (
             cfg.layout if cfg.layout != "auto" else ("NHWC" if self.device == "gpu" else "NCHW")
         )
@@ -123,17 +125,25 @@ class TorchEngine:
             classes = cfg.classes or 1000
             per_epoch = cfg.iterations if cfg.mode == "throughput" else 10
             train = SyntheticData(
-                cfg.batch_size, cfg.image_size, classes, per_epoch, self.dev, self.memory_format
+                cfg.batch_size,
+                cfg.image_size,
+                classes,
+                per_epoch,
+                self.dev,
+                self.memory_format,
+                cfg.seed,
             )
-            return Datasets(train, None, classes, per_epoch)
+            samples = per_epoch * cfg.batch_size * self.size
+            return Datasets(train, None, classes, per_epoch, samples, 0)
         path = Path(cfg.data)
-        classes = cfg.classes or classes_in(path)
-        common = (self.rank, self.size, cfg.threads, cfg.seed, self.dev, self.memory_format)
+        classes = cfg.classes or class_count(path, classes_in)
+        common = (self.rank, self.size, self.threads, cfg.seed, self.dev, self.memory_format)
         train = RecordData(path, cfg.batch_size, cfg.image_size, True, *common)
         val = None
         if cfg.val_data:
             val = RecordData(Path(cfg.val_data), cfg.batch_size, cfg.image_size, False, *common)
-        return Datasets(train, val, classes, train.steps)
+        eval_samples = len(val.dataset) if val is not None else 0
+        return Datasets(train, val, classes, train.steps, len(train.dataset), eval_samples)
 
     # ---- model + optimiser -------------------------------------------------------------
     def build(self, classes: int, schedule: WarmupCosine) -> None:
