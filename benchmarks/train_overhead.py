@@ -23,14 +23,14 @@ os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
 import mxnet as mx
 from dlperf.train.config import TrainConfig
 from dlperf.train.driver import train
-from dlperf.train.mxnet.model import build_model
+from dlperf.train.mxnet.model import build_model, initializer
 from mxnet import autograd, gluon
 
 
 def bare_loop(args) -> float:
     ctx = mx.cpu()
     net = build_model(args.model, args.classes, args.width_multiplier)
-    net.initialize(mx.init.MSRAPrelu(), ctx=ctx)
+    net.initialize(initializer(), ctx=ctx)
     net.hybridize(static_alloc=True, static_shape=True)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.875})
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()

@@ -4,7 +4,9 @@ The cluster check behind playbooks/validate.yml: every rank contributes a tensor
 rank + 1, so the sum is known exactly (size * (size + 1) / 2 in every element) and a wrong or
 partial reduction is caught, not just a hang. Bandwidths follow nccl-tests' definitions:
 algorithm bandwidth = bytes / time, bus bandwidth = algbw * 2 (n - 1) / n (what each link
-carries in a ring allreduce), so numbers compare with published ones.
+carries in a ring allreduce), so numbers compare with published ones. Where the ranks see
+GPUs the tensor lives on each rank's GPU, so the reduction goes through NCCL (and GPUDirect RDMA
+where the fabric has it), as training's gradients do; else it is a host tensor (Gloo or MPI).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ def bus_factor(size: int) -> float:
     return 2.0 * (size - 1) / size if size > 1 else 1.0
 
 
-def run_allreduce(megabytes: float, iterations: int, warmup: int, output: Path | None) -> dict:
+def run_allreduce(
+    megabytes: float, iterations: int, warmup: int, output: Path | None, device: str = "auto"
+) -> dict:
     import horovod.mxnet as hvd
     import mxnet as mx
     import numpy as np
@@ -31,7 +35,13 @@ def run_allreduce(megabytes: float, iterations: int, warmup: int, output: Path |
     comm = HorovodComm()
     rank, size = comm.rank, comm.size
     elements = max(1, int(megabytes * 1e6) // 4)
-    tensor = mx.nd.full((elements,), rank + 1, dtype="float32")
+    gpus = mx.context.num_gpus()
+    if device == "gpu" and gpus == 0:
+        raise RuntimeError("--device gpu but MXNet sees no GPU (CPU build or no driver)")
+    on_gpu = device == "gpu" or (device == "auto" and gpus > 0)
+    ctx = mx.gpu(comm.local_rank % gpus) if on_gpu else mx.cpu()
+    tensor = mx.nd.full((elements,), rank + 1, dtype="float32", ctx=ctx)
+    controller = "mpi" if hvd.mpi_enabled() else "gloo"
     expected = size * (size + 1) / 2.0
     times, worst = [], 0.0
     for i in range(warmup + iterations):
@@ -51,7 +61,10 @@ def run_allreduce(megabytes: float, iterations: int, warmup: int, output: Path |
     summary = {
         "world_size": size,
         "hosts": sorted(set(hosts)),
-        "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+        "controller": controller,
+        "device": "gpu" if on_gpu else "cpu",
+        # GPU tensors go through Horovod's NCCL operations when it was built with them.
+        "transport": "nccl" if on_gpu and hvd.nccl_built() else controller,
         "bytes": nbytes,
         "iterations": iterations,
         "expected": expected,
@@ -68,7 +81,8 @@ def run_allreduce(megabytes: float, iterations: int, warmup: int, output: Path |
         state = "correct" if summary["correct"] else "WRONG"
         print(
             f"allreduce of {nbytes / 1e6:.1f} MB over {size} rank(s) on {len(summary['hosts'])} "
-            f"host(s): {state}, median {median * 1e3:.1f} ms, algbw {algbw:.1f} MB/s, "
+            f"host(s) ({summary['transport']}, {summary['device']} tensors): {state}, "
+            f"median {median * 1e3:.1f} ms, algbw {algbw:.1f} MB/s, "
             f"busbw {summary['busbw_MBps']:.1f} MB/s",
             flush=True,
         )

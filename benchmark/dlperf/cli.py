@@ -84,6 +84,12 @@ def _allreduce_parser(sub) -> None:
     p.add_argument("--iterations", type=int, default=5, help="timed allreduces")
     p.add_argument("--warmup", type=int, default=1, help="untimed allreduces first")
     p.add_argument("--output", type=Path, default=None, help="JSON summary to write (rank 0)")
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "gpu"],
+        default="auto",
+        help="where the tensor lives; auto: the rank's GPU when MXNet sees one (NCCL)",
+    )
 
 
 def _report_parser(sub) -> None:
@@ -221,7 +227,7 @@ def run_allreduce_command(args) -> int:
             raise UsageError(message)
     from dlperf.allreduce import run_allreduce
 
-    summary = run_allreduce(args.megabytes, args.iterations, args.warmup, args.output)
+    summary = run_allreduce(args.megabytes, args.iterations, args.warmup, args.output, args.device)
     return 0 if summary["correct"] else 1
 
 

@@ -70,6 +70,8 @@ def test_allreduce_check_sums_every_rank_and_reports_bandwidth(tmp_path, control
     assert summary["world_size"] == 2 and summary["expected"] == 3.0
     assert summary["correct"] is True and summary["max_abs_error"] == 0.0
     assert summary["controller"] == controller
+    # no GPU here: host tensors, reduced by the controller itself (NCCL only with GPU tensors)
+    assert summary["device"] == "cpu" and summary["transport"] == controller
     assert summary["bytes"] == 1_000_000 and summary["median_s"] > 0
     # nccl-tests' bus bandwidth: algbw * 2(n-1)/n, which is algbw itself for n = 2
     assert summary["busbw_MBps"] == pytest.approx(summary["algbw_MBps"])

@@ -75,7 +75,9 @@ def test_sweep_writes_one_complete_point_per_node_count(swept):
         assert (
             lines[0]["header"] and "gpu" in lines[0]["missing"]
         )  # no GPU here: recorded, not fatal
-        assert len(lines) >= 3 and all("host" in row and "network" in row for row in lines[1:])
+        *rows, footer = lines[1:]  # samples, then the sampler's own cost
+        assert len(rows) >= 2 and all("host" in row and "network" in row for row in rows)
+        assert footer["footer"] and footer["samples"] == len(rows)
     assert not list(swept.glob(".*partial"))
 
 

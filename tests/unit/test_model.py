@@ -44,3 +44,21 @@ def test_learning_rate_warms_up_linearly_then_decays_by_cosine():
     assert sched(9) == pytest.approx(1.024)
     assert sched(60) == pytest.approx(1.024 / 2)
     assert sched(110) == pytest.approx(0.0)
+
+
+def test_weights_start_as_nvidias_recipe_he_normal_over_the_fan_in():
+    from dlperf.train.mxnet.model import initializer
+
+    mx.random.seed(3)
+    net = build_model("resnet50_v1.5", 1000, 1.0)
+    net.initialize(initializer())
+    net(mx.nd.zeros((1, 3, 64, 64)))
+    stem = net.features[0].weight.data().asnumpy()
+    # 3 x 7 x 7 inputs per output: std sqrt(2 / 147)
+    assert stem.std() == pytest.approx((2 / 147) ** 0.5, rel=0.05)
+    blocks = [b for b in net.features if isinstance(b, Bottleneck)]
+    assert len(blocks) == 16
+    for block in blocks:  # each block starts as the identity
+        last = block.body[-1]
+        assert not last.gamma.data().asnumpy().any()
+        assert not last.running_var.data().asnumpy().any()

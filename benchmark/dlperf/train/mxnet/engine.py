@@ -14,7 +14,7 @@ from dlperf.train.config import TrainConfig
 from dlperf.train.engine import Datasets, decode_threads
 from dlperf.train.mxnet.comm import make_comm
 from dlperf.train.mxnet.data import RecordData, SyntheticData, classes_in, count_records
-from dlperf.train.mxnet.model import build_model
+from dlperf.train.mxnet.model import build_model, initializer
 from dlperf.train.schedule import WarmupCosine
 
 
@@ -99,7 +99,7 @@ class MXNetEngine:
         cfg = self.cfg
         self.classes, self.schedule = classes, schedule
         net = build_model(cfg.model, classes, cfg.width_multiplier)
-        net.initialize(mx.init.MSRAPrelu(), ctx=self.ctx)
+        net.initialize(initializer(), ctx=self.ctx)
         if self.dtype == "float16":
             net.cast("float16")
         net.hybridize(static_alloc=True, static_shape=True)
@@ -133,10 +133,11 @@ class MXNetEngine:
             classes,
             on_value=1 - cfg.label_smoothing + cfg.label_smoothing / classes,
             off_value=cfg.label_smoothing / classes,
-        ).astype(self.dtype, copy=False)
+        )
         self.trainer.set_learning_rate(self.schedule(step))
         with autograd.record():
-            loss = self.loss_fn(self.net(data), smooth)
+            # softmax and the loss in fp32, whatever the network computes in
+            loss = self.loss_fn(self.net(data).astype("float32", copy=False), smooth)
         loss.backward()
         self.trainer.step(data.shape[0])
 

@@ -15,6 +15,20 @@ def _bn(**kwargs) -> nn.BatchNorm:
     return nn.BatchNorm(epsilon=BN_EPS, momentum=BN_MOMENTUM, **kwargs)
 
 
+def _last_bn() -> nn.BatchNorm:
+    """The residual branch's last batch-norm starts at zero, so each block starts as the
+    identity (NVIDIA's recipe zeroes its running variance as well)."""
+    return _bn(gamma_initializer="zeros", running_variance_initializer="zeros")
+
+
+def initializer():
+    """NVIDIA's MXNet RN50 recipe: He-normal weights over the fan-in (Xavier, Gaussian, 'in',
+    magnitude 2) for convolutions and the dense layer; biases zero, batch-norm as above."""
+    import mxnet as mx
+
+    return mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2)
+
+
 class BasicBlock(nn.HybridBlock):
     expansion = 1
 
@@ -24,7 +38,7 @@ class BasicBlock(nn.HybridBlock):
         self.body.add(
             nn.Conv2D(channels, 3, stride, 1, use_bias=False), _bn(), nn.Activation("relu")
         )
-        self.body.add(nn.Conv2D(channels, 3, 1, 1, use_bias=False), _bn(gamma_initializer="zeros"))
+        self.body.add(nn.Conv2D(channels, 3, 1, 1, use_bias=False), _last_bn())
         self.downsample = _shortcut(channels, stride) if downsample else None
 
     def hybrid_forward(self, F, x):
@@ -42,7 +56,7 @@ class Bottleneck(nn.HybridBlock):
         self.body.add(nn.Conv2D(mid, 1, 1, 0, use_bias=False), _bn(), nn.Activation("relu"))
         # v1.5: the stride is on the 3x3 convolution.
         self.body.add(nn.Conv2D(mid, 3, stride, 1, use_bias=False), _bn(), nn.Activation("relu"))
-        self.body.add(nn.Conv2D(channels, 1, 1, 0, use_bias=False), _bn(gamma_initializer="zeros"))
+        self.body.add(nn.Conv2D(channels, 1, 1, 0, use_bias=False), _last_bn())
         self.downsample = _shortcut(channels, stride) if downsample else None
 
     def hybrid_forward(self, F, x):
