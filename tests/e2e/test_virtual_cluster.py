@@ -234,7 +234,10 @@ def test_the_rerun_brings_the_lost_vm_back_and_converges_it(crashed, reproduced)
     assert (changed["head01"], changed["compute01"]) == (0, 0), changed
     assert changed[KILLED] > 0, changed
     # and it spends no time there: the venv's record lets pip and the Horovod probe be skipped
-    for task in ("Install dlperf and MXNet from the wheelhouse", "Ask Horovod what it was built"):
+    for task in (
+        "Install dlperf and its engines from the wheelhouse",
+        "Ask Horovod what it was built",
+    ):
         ran = outcomes(site["log"], task)
         assert (ran["head01"], ran["compute01"]) == ("skipped", "skipped"), (task, ran)
     # nor on the head's pip download: the wheelhouse's record still matches what it holds
