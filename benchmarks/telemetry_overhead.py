@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from dlperf.telemetry.sampler import read_footer
@@ -69,6 +70,13 @@ def main() -> None:
                 [str(BIN / "dlperf"), "telemetry", "--output", str(out),
                  "--interval", str(args.interval)]
             )  # fmt: skip
+            # As in a sweep, where samplers start before the launcher: the sampler's own start-up
+            # (imports, first sample) is not charged to the training run.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and (
+                not out.exists() or len(out.read_text().splitlines()) < 2
+            ):
+                time.sleep(0.1)
             try:
                 sampled.append(train(args, tmp / f"sampled{i}"))
             finally:
