@@ -86,7 +86,14 @@ BENCHMARK = """- hosts: localhost
 """
 
 
-def local_project(tmp_path: Path, statuses: dict) -> ReproduceConfig:
+ALIVE = f"    alive: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n"
+
+
+def local_project(
+    tmp_path: Path, statuses: dict, run_id: str = "pts", more_hosts: str = ""
+) -> ReproduceConfig:
+    """A project whose site.yml and validate.yml ping every host and whose benchmark.yml
+    writes one result per point with the given statuses; the controller is host `alive`."""
     project = tmp_path / "project"
     (project / "playbooks").mkdir(parents=True)
     (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
@@ -96,11 +103,8 @@ def local_project(tmp_path: Path, statuses: dict) -> ReproduceConfig:
     (project / "playbooks/benchmark.yml").write_text(
         BENCHMARK.replace("STATUSES", json.dumps(statuses))
     )
-    (project / "hosts.yml").write_text(
-        f"all:\n  hosts:\n    alive: {{ansible_connection: local, "
-        f"ansible_python_interpreter: {sys.executable}}}\n"
-    )
-    return ReproduceConfig(project, Path("hosts.yml"), "pts", tmp_path / "results")
+    (project / "hosts.yml").write_text("all:\n  hosts:\n" + ALIVE + more_hosts)
+    return ReproduceConfig(project, Path("hosts.yml"), run_id, tmp_path / "results")
 
 
 def test_a_benchmark_whose_every_point_failed_fails_naming_the_points(tmp_path):
@@ -122,23 +126,12 @@ def test_a_benchmark_with_some_failed_points_is_partial(tmp_path):
 def test_a_lost_host_stops_the_run_naming_it_and_a_rerun_keeps_the_finished_phases(tmp_path):
     """Real ansible-runner against a project whose site.yml reaches one live host (the
     controller, local connection) and one that is gone (nothing listens on its port)."""
-    project = tmp_path / "project"
-    (project / "playbooks").mkdir(parents=True)
-    (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
-    play = "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.ping:\n"
-    for name in ("site.yml", "playbooks/validate.yml"):
-        (project / name).write_text(play)
-    (project / "playbooks/benchmark.yml").write_text(
-        BENCHMARK.replace("STATUSES", '{"1nodes": "ok"}')
-    )
-    inventory = project / "hosts.yml"
-    inventory.write_text(
-        "all:\n  hosts:\n"
-        f"    alive: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n"
+    gone = (
         "    gone: {ansible_host: 127.0.0.1, ansible_port: 9, ansible_user: nobody,"
         " ansible_ssh_common_args: '-o ConnectTimeout=5 -o BatchMode=yes'}\n"
     )
-    cfg = ReproduceConfig(project, Path("hosts.yml"), "lost", tmp_path / "results")
+    cfg = local_project(tmp_path, {"1nodes": "ok"}, run_id="lost", more_hosts=gone)
+    inventory = cfg.project / cfg.inventory
     with pytest.raises(ReproduceError) as err:
         run_reproduce(cfg)
     message = str(err.value)

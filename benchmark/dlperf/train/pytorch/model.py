@@ -26,18 +26,12 @@ def _shortcut(in_ch: int, out_ch: int, stride: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(in_ch, out_ch, 1, stride, bias=False), _bn(out_ch))
 
 
-class BasicBlock(nn.Module):
-    expansion = 1
+class _Residual(nn.Module):
+    """relu(body(x) + shortcut(x)), the shortcut a 1x1 projection where the shape changes."""
 
-    def __init__(self, in_ch: int, channels: int, stride: int, downsample: bool):
+    def __init__(self, body: nn.Sequential, in_ch: int, channels: int, stride: int, downsample):
         super().__init__()
-        self.body = nn.Sequential(
-            nn.Conv2d(in_ch, channels, 3, stride, 1, bias=False),
-            _bn(channels),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(channels, channels, 3, 1, 1, bias=False),
-            _bn(channels, zero=True),
-        )
+        self.body = body
         self.downsample = _shortcut(in_ch, channels, stride) if downsample else None
         self.relu = nn.ReLU(inplace=True)
 
@@ -46,13 +40,26 @@ class BasicBlock(nn.Module):
         return self.relu(self.body(x) + residual)
 
 
-class Bottleneck(nn.Module):
+class BasicBlock(_Residual):
+    expansion = 1
+
+    def __init__(self, in_ch: int, channels: int, stride: int, downsample: bool):
+        body = nn.Sequential(
+            nn.Conv2d(in_ch, channels, 3, stride, 1, bias=False),
+            _bn(channels),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(channels, channels, 3, 1, 1, bias=False),
+            _bn(channels, zero=True),
+        )
+        super().__init__(body, in_ch, channels, stride, downsample)
+
+
+class Bottleneck(_Residual):
     expansion = 4
 
     def __init__(self, in_ch: int, channels: int, stride: int, downsample: bool):
-        super().__init__()
         mid = channels // self.expansion
-        self.body = nn.Sequential(
+        body = nn.Sequential(
             nn.Conv2d(in_ch, mid, 1, 1, 0, bias=False),
             _bn(mid),
             nn.ReLU(inplace=True),
@@ -62,12 +69,7 @@ class Bottleneck(nn.Module):
             nn.Conv2d(mid, channels, 1, 1, 0, bias=False),
             _bn(channels, zero=True),
         )
-        self.downsample = _shortcut(in_ch, channels, stride) if downsample else None
-        self.relu = nn.ReLU(inplace=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        residual = self.downsample(x) if self.downsample is not None else x
-        return self.relu(self.body(x) + residual)
+        super().__init__(body, in_ch, channels, stride, downsample)
 
 
 class ResNetV15(nn.Module):
