@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
-from dlperf.results import SCHEMA_VERSION, Result, read_result, write_atomic, write_result
+from dlperf.results import (
+    SCHEMA_VERSION,
+    Result,
+    launch_environment,
+    provenance,
+    read_result,
+    source_revision,
+    write_atomic,
+    write_result,
+)
 
 
 def test_result_round_trips_with_its_schema_version(tmp_path):
@@ -50,3 +61,22 @@ def test_a_version_1_result_still_loads_as_an_mxnet_result(tmp_path):
     data = read_result(path)
     assert data["schema_version"] == SCHEMA_VERSION == 2
     assert (data["backend"], data["precision"], data["world_size"]) == ("mxnet", "float16", 4)
+
+
+def test_provenance_records_the_pcie_layout_gpu_facts_sees(monkeypatch):
+    # The stand-in nvidia-smi serves a C4140 configuration M's real outputs.
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    monkeypatch.setenv("PATH", f"{fixtures / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("NVSMI_FIXTURE", str(fixtures / "nvidia-smi" / "c4140-m"))
+    prov = provenance(["node1"], {"framework": "mxnet"})
+    assert prov["pcie_layout"] == "direct_both_cpus" and prov["nvlink"] is True
+    assert prov["framework"] == "mxnet" and prov["hosts"] == ["node1"]
+    monkeypatch.setenv("NVSMI_FIXTURE", "nodriver")  # a node whose driver is down
+    assert provenance(["node1"])["pcie_layout"] is None
+
+
+def test_provenance_keeps_the_launch_environment_and_the_source_revision():
+    env = {"NCCL_IB_HCA": "mlx5_0", "HOROVOD_FUSION_THRESHOLD": "0", "HOME": "/root", "PS1": "$"}
+    assert launch_environment(env) == {"HOROVOD_FUSION_THRESHOLD": "0", "NCCL_IB_HCA": "mlx5_0"}
+    revision = source_revision()  # this checkout
+    assert len(revision["git_commit"]) == 40 and isinstance(revision["git_dirty"], bool)
