@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
 
 
-def ansible(tool: str, *args: str) -> subprocess.CompletedProcess:
+def ansible(tool: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(BIN / tool), *args], capture_output=True, text=True, cwd=REPO, env=ENV, check=False
+        [str(BIN / tool), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**ENV, **env},
+        check=False,
     )
 
 
@@ -47,3 +56,62 @@ def test_dlperf_reports_its_version():
     )
     assert proc.returncode == 0
     assert proc.stdout.startswith("dlperf 0.1.0")
+
+
+def dry_plays(playbook: str) -> list[dict]:
+    """PLAYBOOK's plays reduced to what needs no node, run on the controller with the reference
+    inventory's variables: every play variable rendered, every command's argv rendered (same
+    loop and condition), and the plays' own precondition asserts run as they are."""
+    plays = yaml.safe_load((REPO / playbook).read_text())
+    dry = []
+    for play in plays:
+        tasks = [
+            {"name": f"Render {name}", "ansible.builtin.debug": {"msg": f"{{{{ {name} }}}}"}}
+            for name in play.get("vars", {})
+        ]
+        for task in play["tasks"]:
+            keep = {k: task[k] for k in ("loop", "when") if k in task}
+            if "ansible.builtin.assert" in task and "loop" not in task:
+                tasks.append(task)
+            elif "argv" in task.get("ansible.builtin.command", {}):
+                argv = task["ansible.builtin.command"]["argv"]
+                tasks.append({"name": f"Render {task['name']}",
+                              "ansible.builtin.debug": {"msg": argv}, **keep})  # fmt: skip
+        dry.append(
+            {"name": play["name"], "hosts": play["hosts"], "connection": "local",
+             "gather_facts": False, "vars": play.get("vars", {}), "tasks": tasks}
+        )  # fmt: skip
+    return dry
+
+
+@pytest.mark.parametrize("playbook", ["playbooks/validate.yml", "playbooks/benchmark.yml"])
+def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_cluster(
+    playbook, tmp_path
+):
+    dry = tmp_path / Path(playbook).name
+    dry.write_text(yaml.safe_dump(dry_plays(playbook), sort_keys=False))
+    proc = ansible(
+        "ansible-playbook", "-i", "inventory/reference", str(dry),
+        "-e", "dlperf_run_id=reference", "-e", f"ansible_python_interpreter={sys.executable}",
+        "-e", f"dlperf_validate_report={tmp_path}/validate.json",
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+    )  # fmt: skip
+    # An undefined variable or a false precondition fails the play; nothing reaches a node.
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "c4140-01" in proc.stdout and "failed=0" in proc.stdout
+    if playbook.endswith("benchmark.yml"):
+        # one process per V100, the sweep over 1-8 nodes on ib0, the seed's recipe and target
+        out = re.sub(r"\s+", " ", proc.stdout)
+        for needle in ('"--procs-per-node", "4"', '"--nodes", "1,2,4,8"',
+                       '"--network-interface", "ib0"', '"--target-top1", "0.749"',
+                       '"/mnt/isilon/imagenet/val.rec"', '"--batch-size", "192"'):  # fmt: skip
+            assert needle in out, needle
+
+
+def test_the_reference_cluster_expects_four_gpus_per_compute_node():
+    proc = ansible("ansible-inventory", "-i", "inventory/reference", "--host", "c4140-05")
+    assert proc.returncode == 0, proc.stderr
+    hostvars = json.loads(proc.stdout)
+    assert hostvars["dlperf_gpus_per_node"] == 4
+    assert hostvars["dlperf_network_interface"] == hostvars["ipoib_interface"] == "ib0"
+    assert set(hostvars["dlperf_benchmark_train_args"]) == set(hostvars["dlperf_benchmark_modes"])
