@@ -8,7 +8,12 @@ have changed anything.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
 
 LOCAL = {
     "ansible_connection": "local",
@@ -281,3 +286,40 @@ def test_opt_ins_let_world_export_and_no_root_squash_through_validation(run_play
     ]
     run = run_playbook(plays, inventory(), extra)
     assert run.rc == 0, run.failed_tasks()
+
+
+# A value of the wrong type for every typed option of every role's meta/argument_specs.yml:
+# argument validation must refuse it, naming the variable, before the role does anything.
+# (Options of type str or path take any value Ansible can turn into text, so they are checked
+# by each role's validate.yml where it matters, in the cases above.)
+WRONG = {"bool": "maybe", "int": "many", "list": {"not": "a list"}, "dict": "not a dict"}
+
+
+def wrong_type_cases():
+    for spec in sorted((REPO / "roles").glob("*/meta/argument_specs.yml")):
+        role = spec.parent.parent.name
+        options = yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]
+        for name, option in options.items():
+            kind = option.get("type", "str")
+            if "choices" in option:
+                bad = ["not-a-choice"] if kind == "list" else "not-a-choice"
+                kind = "choice"
+            elif kind in WRONG:
+                bad = WRONG[kind]
+            else:
+                continue
+            yield pytest.param(role, name, bad, id=f"{name}-{kind}")
+
+
+@pytest.mark.parametrize(("role", "name", "bad"), list(wrong_type_cases()))
+def test_a_wrong_type_for_any_typed_option_is_refused_naming_it(run_playbook, role, name, bad):
+    run = run_playbook(apply_role(role), inventory(), {name: bad})
+    assert run.rc != 0, f"{role} accepted {name}={bad!r}"
+    ((task, message),) = run.failed_tasks()
+    assert is_validation_task(task), f"failed in a non-validation task: {task}"
+    assert name in message, message
+    assert run.stats["localhost"]["changed"] == 0
+
+
+def test_there_are_at_least_eighty_bad_input_cases():
+    assert len(CASES) + len(list(wrong_type_cases())) >= 80

@@ -38,7 +38,7 @@ def test_softroce_unit_creates_the_rxe_device_on_the_netdev(node):
     assert "WantedBy=multi-user.target" in unit
     # systemd accepts the unit as written.
     result = node.run("systemd-analyze verify /etc/systemd/system/dlperf-softroce.service")
-    assert "dlperf-softroce.service" not in result.stderr, result.stderr
+    assert result.rc == 0, result.stderr
 
 
 def test_nothing_is_started_without_kernel_rdma_support(node):
