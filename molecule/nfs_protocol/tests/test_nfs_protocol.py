@@ -45,6 +45,11 @@ def test_root_on_the_client_is_squashed_to_nobody(client, podman):
     assert written.uid in (65534, 4294967294), written.uid
 
 
-def test_export_for_another_network_refuses_this_client(client):
+def test_export_for_another_network_refuses_this_client(client, podman):
+    # The export is served (ganesha has it) ...
+    conf = podman("nfshead").file("/etc/ganesha/ganesha.conf").content_string
+    assert "/srv/nfs/elsewhere" in conf
+    # ... but not to this client: ganesha's NFSv4 pseudo file system does not even show it.
     result = client.run(f"nfs-ls 'nfs://{SERVER}/srv/nfs/elsewhere?version=4'")
-    assert result.rc != 0
+    assert result.rc != 0, result.stdout
+    assert "(path /srv/nfs/elsewhere) failed with NFS4ERR_NOENT" in result.stderr, result.stderr
