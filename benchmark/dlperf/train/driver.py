@@ -101,7 +101,7 @@ class Driver:
             log.run_stop("ok" if result.status == "ok" and cfg.mode == "throughput" else "failed")
             if self.is_root:
                 write_result(cfg.output / "result.json", result)
-            eng.close()
+            eng.close(ok=result.status == "ok")
         return result
 
     def _timed_step(self, batch, step: int, result: Result) -> None:

@@ -69,7 +69,9 @@ class Engine(Protocol):
 
     def versions(self) -> dict[str, Any]: ...
 
-    def close(self) -> None: ...
+    def close(self, ok: bool) -> None:
+        """End the process group: after the last collective everywhere when ``ok``."""
+        ...
 
 
 def decode_threads(cfg: TrainConfig, local_size: int) -> int:

@@ -173,7 +173,7 @@ class MXNetEngine:
     def gather(self, row: np.ndarray) -> np.ndarray:
         return self.comm.gather(row)
 
-    def close(self) -> None:
+    def close(self, ok: bool) -> None:
         pass
 
 

@@ -215,8 +215,14 @@ class TorchEngine:
             values += [a.sum(), (a * a).sum()]
         return np.array(values)
 
-    def close(self) -> None:
+    def close(self, ok: bool) -> None:
         if self.size > 1 and dist.is_initialized():
+            # Every rank past its last collective before any tears its connections down: a
+            # rank that destroyed the group while a peer was still in the final gather aborted
+            # ("terminate called without an active exception"). After a failure, no barrier:
+            # the peers may never reach it.
+            if ok:
+                dist.barrier()
             dist.destroy_process_group()
 
 
