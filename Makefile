@@ -5,7 +5,8 @@ INVENTORY ?=
 RUN_ID ?=
 
 help:
-	@echo "make reproduce   deploy + benchmark + report (virtual cluster by default; INVENTORY=... for a real one)"
+	@echo "make reproduce   deploy + benchmark + report (virtual cluster by default; INVENTORY=... for a real one;"
+	@echo "                 EXTRA_VARS=\"k=v @file.yml\" for every playbook)"
 	@echo "make test        install what is needed and run every test tier (lint, unit, training, molecule, e2e)"
 	@echo "make lint | unit | training | molecule | e2e   one tier;  make bootstrap   only install"
 	@echo "make cluster-up  boot the virtual cluster (1 head + 2 compute VMs);  make cluster-deploy  site.yml on it"
@@ -23,7 +24,7 @@ bootstrap:
 # The whole study: virtual cluster (default) or INVENTORY=..., site.yml, validate.yml,
 # benchmark.yml (sweep, fetch, report). RUN_ID=... resumes an interrupted run.
 reproduce: bootstrap
-	.venv/bin/dlperf reproduce --project . $(if $(INVENTORY),--inventory $(INVENTORY)) $(if $(RUN_ID),--run-id $(RUN_ID))
+	.venv/bin/dlperf reproduce --project . $(if $(INVENTORY),--inventory $(INVENTORY)) $(if $(RUN_ID),--run-id $(RUN_ID)) $(foreach v,$(EXTRA_VARS),-e $(v))
 
 # The virtual cluster alone (playbooks/virtual_cluster.yml on inventory/virtual).
 cluster-up: bootstrap

@@ -17,8 +17,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from dlperf.playbooks import PlaybookResult, run_playbook
 from dlperf.results import write_atomic
@@ -39,6 +41,8 @@ class ReproduceConfig:
     run_id: str
     results: Path
     deploy: bool = True
+    # given to every phase, as ansible-playbook -e would (the phase's own variables win)
+    extra_vars: dict = field(default_factory=dict)
 
     @property
     def virtual(self) -> bool:
@@ -97,7 +101,28 @@ def _phases(cfg: ReproduceConfig) -> list[tuple[str, str, dict]]:
             {"dlperf_run_id": cfg.run_id, "dlperf_results_dir": str(cfg.results.resolve())},
         )
     )
-    return phases
+    return [(name, playbook, {**cfg.extra_vars, **own}) for name, playbook, own in phases]
+
+
+def parse_extra_vars(items: list[str]) -> dict:
+    """-e KEY=VALUE or -e @FILE (YAML or JSON mapping), merged left to right as Ansible does."""
+    merged: dict = {}
+    for item in items:
+        if item.startswith("@"):
+            path = Path(item[1:])
+            try:
+                data = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise ReproduceError(f"--extra-vars {item}: cannot read it ({exc})") from None
+            if not isinstance(data, dict):
+                raise ReproduceError(f"--extra-vars {item}: not a mapping of variables")
+            merged.update(data)
+        elif "=" in item and item.split("=", 1)[0].isidentifier():
+            key, value = item.split("=", 1)
+            merged[key] = value
+        else:
+            raise ReproduceError(f"--extra-vars {item!r}: give KEY=VALUE or @FILE")
+    return merged
 
 
 def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | None = None) -> dict:
@@ -222,6 +247,7 @@ def config_from_args(args) -> ReproduceConfig:
         run_id=args.run_id or time.strftime("%Y%m%d-%H%M%S"),
         results=args.results if args.results.is_absolute() else project / args.results,
         deploy=not args.no_deploy,
+        extra_vars=parse_extra_vars(args.extra_vars),
     )
     check(cfg)
     return cfg
@@ -293,5 +319,14 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--no-deploy", action="store_true", help="skip site.yml (the cluster is deployed already)"
+    )
+    p.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE|@FILE",
+        help="variables for every playbook, as ansible-playbook -e takes them (repeatable), "
+        "e.g. the rollout knobs: -e dlperf_serial_base=2",
     )
     p.add_argument("--quiet", action="store_true", help="plain lines instead of a live display")

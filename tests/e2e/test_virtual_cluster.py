@@ -347,6 +347,14 @@ def test_a_file_written_over_nfs_on_one_node_is_read_on_another(reproduced):
     assert denied.endswith("denied"), denied
 
 
+def test_the_head_runs_the_nfsd_threads_it_was_given(reproduced):
+    # nfs_server_threads for 2 compute nodes: max(16, 2 x 8) = 16; Debian's own default is 8.
+    # The kernel's count, not the configuration's: a count on rpc.nfsd's command line would win.
+    assert vm("head01", "cat /proc/fs/nfsd/threads") == "16"
+    assert vm("head01", "nfsconf --get nfsd threads") == "16"
+    assert vm("head01", "grep ^RPCNFSDCOUNT= /etc/default/nfs-kernel-server") == "RPCNFSDCOUNT=16"
+
+
 def test_every_node_has_an_active_soft_roce_device(reproduced):
     for host in NODES:
         link = vm(host, "rdma link show")

@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from dlperf.reproduce import ReproduceConfig, ReproduceError, _phases, phase_table, run_reproduce
+from dlperf.reproduce import (
+    ReproduceConfig,
+    ReproduceError,
+    _phases,
+    parse_extra_vars,
+    phase_table,
+    run_reproduce,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -20,6 +27,11 @@ BIN = Path(sys.executable).parent
         (["--project", "/"], "--project /: no site.yml"),
         (["--inventory", "inventory/nowhere"], "--inventory inventory/nowhere: no such inventory"),
         (["--run-id", "a b"], "--run-id 'a b'"),
+        (["-e", "serial"], "--extra-vars 'serial': give KEY=VALUE or @FILE"),
+        (
+            ["-e", "@/nonexistent/rollout.yml"],
+            "--extra-vars @/nonexistent/rollout.yml: cannot read",
+        ),
     ],
 )
 def test_bad_input_is_refused_naming_the_value_before_anything_runs(tmp_path, args, needle):
@@ -47,6 +59,30 @@ def test_a_real_inventory_gets_no_vms_and_no_prebuilt_wheel(tmp_path):
     assert phases[2][2] == {"dlperf_run_id": "r1", "dlperf_results_dir": str(tmp_path.resolve())}
     no_deploy = ReproduceConfig(REPO, Path("inventory/reference"), "r1", tmp_path, deploy=False)
     assert [name for name, _, _ in _phases(no_deploy)] == ["validate", "benchmark"]
+
+
+def test_extra_vars_reach_every_phase_but_never_replace_the_phases_own(tmp_path):
+    rollout = tmp_path / "rollout.yml"
+    rollout.write_text(
+        "dlperf_serial_base: 2\ndlperf_max_fail_percentage_base: 0\ncuda_reboot: true\n"
+    )
+    given = parse_extra_vars([f"@{rollout}", "cuda_reboot_throttle=2", "dlperf_run_id=mine"])
+    assert given == {
+        "dlperf_serial_base": 2,
+        "dlperf_max_fail_percentage_base": 0,
+        "cuda_reboot": True,
+        "cuda_reboot_throttle": "2",
+        "dlperf_run_id": "mine",
+    }
+    cfg = ReproduceConfig(REPO, Path("inventory/reference"), "r1", tmp_path, extra_vars=given)
+    phases = {name: extra for name, _, extra in _phases(cfg)}
+    assert phases["site"]["dlperf_serial_base"] == 2 and phases["validate"]["cuda_reboot"] is True
+    # the run id is the command's own: a stray -e cannot split the results
+    assert phases["benchmark"]["dlperf_run_id"] == "r1"
+    not_a_mapping = tmp_path / "list.yml"
+    not_a_mapping.write_text("- a\n- b\n")
+    with pytest.raises(ReproduceError, match="not a mapping"):
+        parse_extra_vars([f"@{not_a_mapping}"])
 
 
 def test_the_virtual_inventory_is_recognised_by_path():

@@ -1,0 +1,100 @@
+"""The cuda role's driver verification: a driver that needs a reboot is said so, or rebooted.
+
+Real ansible-playbook runs (check mode) of the role's verify.yml on this host, against the
+stand-in nvidia-smi that serves outputs captured on real nodes, and a sysfs module directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .test_gpu_facts import FAKE_SMI, FIXTURES
+from .test_role_gating import messages
+from .test_role_input_validation import LOCAL
+
+INVENTORY = {"all": {"hosts": {"localhost": LOCAL}}}
+
+
+def verify(run_playbook, sysfs: Path, fixture: str, **settings):
+    plays = [
+        {
+            "name": "Verify the driver",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "environment": {"NVSMI_FIXTURE": str(FIXTURES / "nvidia-smi" / fixture)
+                            if fixture != "nodriver" else "nodriver"},
+            "tasks": [
+                {
+                    "name": "Verify",
+                    "ansible.builtin.include_role": {"name": "cuda", "tasks_from": "verify.yml"},
+                }
+            ],
+        }
+    ]  # fmt: skip
+    extra = {
+        "__cuda_gpu_count": 4,
+        "__cuda_nvidia_smi": FAKE_SMI,
+        "__cuda_sysfs": str(sysfs),
+        **settings,
+    }
+    return run_playbook(plays, INVENTORY, extra)
+
+
+@pytest.fixture
+def sysfs(tmp_path):
+    (tmp_path / "sys" / "module").mkdir(parents=True)
+    return tmp_path / "sys"
+
+
+def failure(run) -> str:
+    assert run.rc != 0
+    [(_name, message)] = run.failed_tasks()
+    return message
+
+
+def test_no_driver_loaded_stops_with_reboot_needed(run_playbook, sysfs):
+    message = failure(verify(run_playbook, sysfs, "nodriver"))
+    assert message.startswith("REBOOT NEEDED on localhost: no NVIDIA driver is loaded"), message
+    assert "couldn't communicate with the NVIDIA driver" in message
+    assert "R580 driver is installed and nouveau blacklisted" in message
+    assert "cuda_reboot: true" in message
+
+
+def test_nouveau_holding_the_gpus_is_named(run_playbook, sysfs):
+    (sysfs / "module" / "nouveau").mkdir()
+    message = failure(verify(run_playbook, sysfs, "nodriver"))
+    assert message.startswith("REBOOT NEEDED on localhost: nouveau is loaded"), message
+
+
+def test_an_older_driver_still_running_needs_the_reboot(run_playbook, sysfs):
+    # the C4140-M capture runs 450.80.02; R580 was just installed
+    message = failure(verify(run_playbook, sysfs, "c4140-m"))
+    assert "the running driver is 450.80.02, not the installed R580" in message, message
+
+
+def test_the_driver_that_was_asked_for_passes(run_playbook, sysfs):
+    table = {"11.0": {"driver_min": "450.80.02", "nvidia": {}}}
+    run = verify(run_playbook, sysfs, "c4140-m", cuda_driver_branch="450", cuda_version="11.0",
+                 cuda_versions=table)  # fmt: skip
+    assert run.rc == 0, run.failed_tasks()
+    assert not [m for m in messages(run) if "REBOOT" in m]
+
+
+def test_too_few_gpus_fail_even_with_the_right_driver(run_playbook, sysfs):
+    table = {"11.0": {"driver_min": "450.80.02", "nvidia": {}}}
+    run = verify(run_playbook, sysfs, "c4140-m", cuda_driver_branch="450", cuda_version="11.0",
+                 cuda_versions=table, __cuda_gpu_count=8)  # fmt: skip
+    message = failure(run)
+    assert "sees 4 of 8 GPUs with driver 450.80.02" in message, message
+
+
+def test_with_cuda_reboot_the_role_reboots_instead_of_stopping(run_playbook, sysfs):
+    run = verify(run_playbook, sysfs, "nodriver", cuda_reboot=True, cuda_reboot_throttle=2)
+    # the reboot module itself refuses to reboot the machine running the playbook: proof that
+    # the role went to reboot (with its templated throttle) rather than stop with REBOOT NEEDED
+    [(name, message)] = run.failed_tasks()
+    assert name.endswith("Reboot to load the driver"), name
+    assert "would reboot the control node" in message, message
+    assert not [m for m in messages(run) if m.startswith("REBOOT NEEDED")]
