@@ -324,11 +324,18 @@ def test_opt_ins_let_world_export_and_no_root_squash_through_validation(run_play
     assert run.rc == 0, run.failed_tasks()
 
 
-# A value of the wrong type for every typed option of every role's meta/argument_specs.yml:
-# argument validation must refuse it, naming the variable, before the role does anything.
-# (Options of type str or path take any value Ansible can turn into text, so they are checked
-# by each role's validate.yml where it matters, in the cases above.)
-WRONG = {"bool": "maybe", "int": "many", "list": {"not": "a list"}, "dict": "not a dict"}
+# A value of the wrong type for every option of every role's meta/argument_specs.yml: argument
+# validation, or for text options each role's first check (Ansible's validation turns a list or
+# a mapping into text and lets the variable through unchanged), must refuse it, naming the
+# variable, before the role does anything.
+WRONG = {
+    "bool": "maybe",
+    "int": "many",
+    "list": {"not": "a list"},
+    "dict": "not a dict",
+    "str": {"a": "mapping"},
+    "path": ["a", "list"],
+}
 
 
 def wrong_type_cases():
