@@ -128,8 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     _sweep_parser(sub)
     _report_parser(sub)
     _allreduce_parser(sub)
+    from dlperf.model import add_parser as _model_parser
     from dlperf.reproduce import add_parser as _reproduce_parser
 
+    _model_parser(sub)
     _reproduce_parser(sub)
     return parser
 
@@ -241,6 +243,12 @@ def run_reproduce_command(args) -> int:
     return run_command(cfg, quiet=args.quiet)
 
 
+def run_model_command(args) -> int:
+    from dlperf.model import run_model
+
+    return run_model(args)
+
+
 def run_report(args) -> int:
     from dlperf.report.data import ReportError
     from dlperf.report.html import build_report
@@ -271,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             "report": run_report,
             "allreduce": run_allreduce_command,
             "reproduce": run_reproduce_command,
+            "model": run_model_command,
         }
         return handlers[args.command](args)
     except UsageError as exc:

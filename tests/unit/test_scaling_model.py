@@ -1,0 +1,121 @@
+"""`dlperf model`: the alpha-beta scaling model against hand-computed cases, and its CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dlperf.model import ModelInputs, comm_time, predict
+
+BIN = Path(sys.executable).parent
+# ResNet-50 v1.5 in float16: 25,557,032 parameters x 2 bytes
+S16 = 51_114_064
+
+
+def seed_node(**overrides) -> ModelInputs:
+    # one C4140-M at DLE's published 4-V100 AMP rate, EDR
+    values = dict(
+        node_throughput=5357.0,
+        gpus_per_node=4,
+        batch_per_gpu=192,
+        gradient_bytes=S16,
+        bandwidth_gbit=100.0,
+        latency_us=5.0,
+    )
+    return ModelInputs(**{**values, **overrides})
+
+
+def test_the_ring_over_two_nodes_by_hand():
+    # t1 = 768 / 5357 = 143.364 ms; t_comm = 2 x 5 us + (2/2) x 51.114 MB / 12.5 GB/s
+    #      = 0.010 ms + 4.0891 ms = 4.0991 ms; step 147.463 ms; 1536 / 0.147463 = 10416 img/s
+    inputs = seed_node()
+    assert inputs.step_time_1 == pytest.approx(0.143364, abs=1e-6)
+    t, source = comm_time(inputs, 2)
+    assert source == "alpha-beta" and t == pytest.approx(0.0040991, abs=1e-7)
+    one, two = predict(inputs, [1, 2])
+    assert one["throughput"] == pytest.approx(5357.0) and one["comm_s"] == 0.0
+    assert two["step_s"] == pytest.approx(0.147463, abs=1e-6)
+    assert two["throughput"] == pytest.approx(10416.0, abs=1.0)
+    assert two["efficiency"] == pytest.approx(10416.0 / 10714.0, abs=1e-4)
+    assert two["largest_loss"] == "communication"
+
+
+def test_eight_nodes_move_seven_eighths_twice():
+    # 14 x 5 us + (14/8) x 51.114 MB / 12.5 GB/s = 0.07 ms + 7.1560 ms
+    t, _ = comm_time(seed_node(), 8)
+    assert t == pytest.approx(0.0072260, abs=1e-7)
+
+
+def test_overlap_hides_that_share_of_the_allreduce():
+    hidden = predict(seed_node(overlap=0.5), [2])[0]
+    assert hidden["step_s"] == pytest.approx(0.143364 + 0.0040991 / 2, abs=1e-6)
+
+
+def test_a_measured_allreduce_replaces_the_fabrics_nominal_numbers():
+    # dlperf allreduce moved 4 MB in 1 ms between 8 nodes: 4 GB/s algbw -> 51.114 MB in 12.78 ms
+    inputs = seed_node(allreduce={8: (4_000_000.0, 0.001)})
+    t, source = comm_time(inputs, 8)
+    assert source == "measured" and t == pytest.approx(0.0127785, abs=1e-7)
+    assert comm_time(inputs, 4)[1] == "alpha-beta"
+
+
+def test_the_input_ceiling_caps_throughput_and_is_named():
+    rows = predict(seed_node(input_ceiling=5000.0), [1, 2])
+    assert rows[0]["throughput"] == 5000.0 and rows[1]["throughput"] == 10000.0
+    assert rows[1]["largest_loss"] == "input"
+    assert rows[1]["loss_input"] == pytest.approx(1 - 10000.0 / 10416.0, abs=1e-4)
+
+
+def test_time_to_accuracy_takes_the_epochs_per_node_count():
+    rows = predict(seed_node(epochs={1: 61, 8: 81}), [1, 8])
+    # 61 epochs x 1,281,167 images / 5357 img/s = 14589 s
+    assert rows[0]["tta_s"] == pytest.approx(61 * 1_281_167 / 5357.0)
+    assert rows[1]["loss_convergence"] == pytest.approx(1 - 61 / 81)
+    assert rows[1]["tta_speedup"] == pytest.approx(
+        rows[1]["throughput"] / 5357.0 * 61 / 81, rel=1e-9
+    )
+    assert rows[1]["largest_loss"] == "convergence"
+
+
+def dlperf(*args, check=True):
+    proc = subprocess.run([str(BIN / "dlperf"), "model", *args], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_the_command_prints_its_inputs_and_writes_json(tmp_path):
+    summary = tmp_path / "allreduce.json"
+    summary.write_text(json.dumps({"hosts": ["a", "b"], "bytes": 4e6, "median_s": 0.002}))
+    out = tmp_path / "model.json"
+    proc = dlperf("--node-throughput", "5357", "--seed-epochs", "--nodes", "2,8", "--allreduce",
+                  str(summary), "--json", str(out), "--label", "what-if")  # fmt: skip
+    head = proc.stdout.splitlines()[0]
+    assert head.startswith("what-if: 5357 img/s on one node (4 GPUs x 192") and "100 Gb/s" in head
+    record = json.loads(out.read_text())
+    assert [r["nodes"] for r in record["rows"]] == [1, 2, 8]
+    assert [r["comm_source"] for r in record["rows"]] == ["one node", "measured", "alpha-beta"]
+    assert record["inputs"]["epochs"] == {"1": 61, "2": 62, "4": 65, "8": 81}
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--node-throughput", "0"], "--node-throughput 0.0: must be > 0"),
+        (["--node-throughput", "10", "--nodes", "0,2"], "--nodes '0,2'"),
+        (["--node-throughput", "10", "--overlap", "2"], "--overlap 2.0"),
+        (["--node-throughput", "10", "--epochs", "1=x"], "--epochs '1=x'"),
+        (["--node-throughput", "10", "--model", "vgg"], "--model vgg"),
+        (
+            ["--node-throughput", "10", "--allreduce", "/nonexistent.json"],
+            "--allreduce /nonexistent",
+        ),
+    ],
+)
+def test_bad_input_is_refused_naming_the_flag(args, needle):
+    proc = dlperf(*args, check=False)
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
