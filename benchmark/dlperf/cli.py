@@ -108,6 +108,12 @@ def _report_parser(sub) -> None:
     p.add_argument(
         "--note", action="append", default=[], help="a line for the report's notes (repeatable)"
     )
+    p.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a `dlperf model --json` prediction to draw and tabulate beside the measurements",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,7 +260,9 @@ def run_report(args) -> int:
     from dlperf.report.html import build_report
 
     try:
-        report = build_report(args.results, args.output, args.baseline, args.tta, tuple(args.note))
+        report = build_report(
+            args.results, args.output, args.baseline, args.tta, tuple(args.note), args.model
+        )
     except ReportError as exc:
         raise UsageError(str(exc)) from exc
     print(f"report: {report['html']}")

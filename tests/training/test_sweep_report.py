@@ -275,6 +275,31 @@ def test_report_has_four_figures_a_table_and_the_speedups(swept, tmp_path):
     )
 
 
+def test_a_model_prediction_is_drawn_and_tabulated_beside_the_measurement(swept, tmp_path):
+    r1, r2 = (json.loads((swept / f"{n}nodes/result.json").read_text()) for n in (1, 2))
+    model = tmp_path / "model.json"
+    proc = subprocess.run(
+        [str(BIN / "dlperf"), "model", "--node-throughput", str(r1["throughput_img_per_s"]),
+         "--gpus-per-node", "1", "--batch-per-gpu", "32", "--nodes", "1,2", "--fabric", "10gbe",
+         "--json", str(model)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    predicted = {row["nodes"]: row for row in json.loads(model.read_text())["rows"]}
+    report = build_report(swept, tmp_path / "report", model=model)
+    (fig4,) = report["figures"]["fig4_throughput"].axes
+    [line] = [ln for ln in fig4.lines if ln.get_label() == "predicted (dlperf model)"]
+    assert list(line.get_ydata()) == [predicted[1]["throughput"], predicted[2]["throughput"]]
+    rows = {row["nodes"]: row for row in report["rows"]}
+    # the model starts from the 1-node measurement: no error there
+    assert rows[1]["prediction_error"] == pytest.approx(0.0, abs=1e-9)
+    assert rows[2]["prediction_error"] == pytest.approx(
+        r2["throughput_img_per_s"] / predicted[2]["throughput"] - 1
+    )
+    assert rows[2]["largest_loss"] == predicted[2]["largest_loss"]
+    assert "largest loss (model)" in report["html"].read_text()
+
+
 def test_nas_and_fabric_figures_draw_one_series_per_node_count(swept, tmp_path):
     # The same sweep with telemetry rewritten as if NFS and an RDMA port had carried traffic:
     # 10 MB/s of NFS reads per node and 5 MB/s sent on the fabric.

@@ -74,7 +74,11 @@ def fig_time_to_accuracy(points: list[Point], with_reference: bool = True, why_n
     return fig
 
 
-def fig_throughput(points: list[Point], baseline: list[Point] | None = None):
+def fig_throughput(
+    points: list[Point], baseline: list[Point] | None = None, prediction: dict | None = None
+):
+    """Measured throughput per node count; `prediction` ({nodes: row} of `dlperf model`) is
+    drawn beside it as markers."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
     nodes = sorted({p.nodes for p in points} | {p.nodes for p in baseline or []})
     width = 0.4 if baseline else 0.6
@@ -89,6 +93,11 @@ def fig_throughput(points: list[Point], baseline: list[Point] | None = None):
     )
     if baseline:
         ax.bar([x + width / 2 for x in xs], values(baseline), width, label="baseline")
+    if prediction:
+        at = [(x, prediction[n]["throughput"]) for x, n in zip(xs, nodes, strict=True)
+              if n in prediction]  # fmt: skip
+        ax.plot([x for x, _ in at], [y for _, y in at], "kx--", label="predicted (dlperf model)")
+    if baseline or prediction:
         ax.legend(fontsize=8)
     ax.set_xticks(list(xs), [str(n) for n in nodes])
     ax.set_xlabel("nodes")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from dlperf.report.data import load_points, summary_rows
+from dlperf.report.data import ReportError, load_points, summary_rows
 from dlperf.report.figures import (
     fig_fabric,
     fig_nas,
@@ -46,14 +47,41 @@ def merge_tta(rows: list[dict], tta_rows: list[dict]) -> list[dict]:
     return [by_nodes[n] for n in sorted(by_nodes)]
 
 
+def load_prediction(path: Path) -> dict[int, dict]:
+    """The rows of a `dlperf model --json` file, by node count."""
+    try:
+        record = json.loads(path.read_text())
+        return {int(row["nodes"]): row for row in record["rows"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReportError(f"--model {path}: not a dlperf model --json file ({exc})") from None
+
+
+def add_prediction(rows: list[dict], prediction: dict[int, dict]) -> list[dict]:
+    """Each row with the model's throughput for its node count, the measurement's error against
+    it, and the loss the model names largest."""
+    out = []
+    for row in rows:
+        pred = prediction.get(row["nodes"])
+        if pred is None:
+            out.append(row)
+            continue
+        measured = row.get("throughput_img_per_s")
+        error = measured / pred["throughput"] - 1.0 if measured else None
+        out.append(dict(row, predicted_img_per_s=pred["throughput"], prediction_error=error,
+                        largest_loss=pred.get("largest_loss")))  # fmt: skip
+    return out
+
+
 def build_report(
     results: Path,
     output: Path,
     baseline: Path | None = None,
     tta: Path | None = None,
     notes: tuple[str, ...] = (),
+    model: Path | None = None,
 ) -> dict:
     points = load_points(results)
+    prediction = load_prediction(model) if model else {}
     base = load_points(baseline) if baseline else None
     tta_points = load_points(tta) if tta else points
     output.mkdir(parents=True, exist_ok=True)
@@ -61,7 +89,7 @@ def build_report(
     fabric, fabric_drawn, fabric_why = fig_fabric(points)
     figures = {
         "fig3_time_to_accuracy": fig_time_to_accuracy(tta_points, why_none="\n".join(notes)),
-        "fig4_throughput": fig_throughput(points, base),
+        "fig4_throughput": fig_throughput(points, base, prediction),
         "fig5_nas_read": nas,
         "fig6_fabric": fabric,
     }
@@ -75,6 +103,7 @@ def build_report(
     rows = summary_rows(points)
     if tta:
         rows = merge_tta(rows, summary_rows(tta_points))
+    rows = add_prediction(rows, prediction)
     ref = reference()
     seed = ref["seed_ready_solution_v1_1"]
     table = "".join(
@@ -93,6 +122,9 @@ def build_report(
                 html.escape(str(r.get("backend") or "—")),
                 html.escape(str(r.get("precision") or "—")),
                 html.escape(str(r.get("gpu") or "—")),
+                _fmt(r.get("predicted_img_per_s"), ".1f"),
+                _fmt(r.get("prediction_error"), "+.0%"),
+                html.escape(str(r.get("largest_loss") or "—")),
             )
         )
         + "</tr>"
@@ -125,7 +157,7 @@ def build_report(
 <h2>Summary</h2>
 <table><tr><th>nodes</th><th>workers</th><th>status</th><th>epochs</th><th>time to accuracy (s)</th>
 <th>speedup</th><th>scaling efficiency</th><th>img/s</th><th>backend</th><th>precision</th>
-<th>GPU</th></tr>{table}</table>
+<th>GPU</th><th>predicted img/s</th><th>error</th><th>largest loss (model)</th></tr>{table}</table>
 {"<h2>Failed or missing points</h2><ul>" + failures + "</ul>" if failures else ""}
 {"<h2>Missing telemetry</h2><ul>" + missing + "</ul>" if missing else ""}
 """
