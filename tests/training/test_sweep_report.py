@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import signal
@@ -270,6 +271,15 @@ def test_report_has_four_figures_a_table_and_the_speedups(swept, tmp_path):
     assert any("no RDMA device" in t.get_text() for t in fig6.texts)
     page = report["html"].read_text()
     assert page.count('src="data:image/png;base64,') == 4
+    # headings say what each figure is, captions say what was measured where, and what is not
+    host = r1["provenance"]["hosts"][0]
+    assert "<h2>Fig. 4: throughput</h2>" in page and "<h2>fig4_throughput</h2>" not in page
+    assert page.count('<p class="caption">Measured: ') == 4
+    assert f"training images/s per node count on {host}" in page
+    assert "published, not measured here" in page
+    # and where each point ran, from its provenance
+    assert "<h2>Provenance</h2>" in page
+    assert page.count(f"<td>{html.escape(host)}</td>") >= 2
     assert all(
         (tmp_path / "report" / f"{name}.png").stat().st_size > 1000 for name in report["figures"]
     )

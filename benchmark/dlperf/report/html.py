@@ -47,6 +47,65 @@ def merge_tta(rows: list[dict], tta_rows: list[dict]) -> list[dict]:
     return [by_nodes[n] for n in sorted(by_nodes)]
 
 
+TITLES = {
+    "fig3_time_to_accuracy": "Fig. 3: time to accuracy",
+    "fig4_throughput": "Fig. 4: throughput",
+    "fig5_nas_read": "Fig. 5: NAS (NFS) read rate",
+    "fig6_fabric": "Fig. 6: fabric (RDMA) traffic",
+}
+
+
+def hosts_of(points: list) -> list[str]:
+    """Every host the completed points ran on, from their provenance."""
+    return sorted(
+        {h for p in points if p.ok for h in (p.result.get("provenance") or {}).get("hosts") or []}
+    )
+
+
+def captions(points: list, tta_points: list, base: list | None, prediction: dict) -> dict:
+    """What each figure shows, measured where, and what in it is not a measurement."""
+    where = ", ".join(hosts_of(points)) or "no host (no point completed)"
+    tta_where = ", ".join(hosts_of(tta_points)) or "no host (no time-to-accuracy run completed)"
+    fig4 = f"Measured: training images/s per node count on {where}"
+    if base:
+        fig4 += ", beside the baseline sweep's"
+    if prediction:
+        fig4 += "; the markers are dlperf model's prediction, not a measurement"
+    return {
+        "fig3_time_to_accuracy": f"Measured: time to the target top-1 per node count on "
+        f"{tta_where} (left), and the speedup over one node beside linear and the seed's "
+        "published 1.8x/3.3x/4.9x (right; published, not measured here).",
+        "fig4_throughput": fig4 + ".",
+        "fig5_nas_read": f"Measured: NFS read MB/s over time per node count on {where}, summed "
+        "over the nodes of each point.",
+        "fig6_fabric": f"Measured: RDMA bytes sent and received per second over time per node "
+        f"count on {where}.",
+    }
+
+
+def provenance_rows(points: list) -> str:
+    """One table row per completed point: where it ran and with what."""
+    rows = []
+    for p in points:
+        if not p.ok:
+            continue
+        prov = p.result.get("provenance") or {}
+        commit = prov.get("git_commit")
+        revision = (
+            "—" if not commit else commit[:12] + (" (modified)" if prov.get("git_dirty") else "")
+        )
+        cells = (
+            p.nodes,
+            ", ".join(prov.get("hosts") or []) or "—",
+            prov.get("launch_host") or "—",
+            p.result.get("backend") or "—",
+            prov.get("dlperf") or "—",
+            revision,
+        )
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return "".join(rows)
+
+
 def load_prediction(path: Path) -> dict[int, dict]:
     """The rows of a `dlperf model --json` file, by node count."""
     try:
@@ -104,6 +163,8 @@ def build_report(
     if tta:
         rows = merge_tta(rows, summary_rows(tta_points))
     rows = add_prediction(rows, prediction)
+    caption_text = captions(points, tta_points, base, prediction)
+    provenance = provenance_rows([*points, *(tta_points if tta else ())])
     ref = reference()
     seed = ref["seed_ready_solution_v1_1"]
     table = "".join(
@@ -162,8 +223,16 @@ def build_report(
 {"<h2>Missing telemetry</h2><ul>" + missing + "</ul>" if missing else ""}
 """
         + "".join(
-            f'<h2>{name}</h2><img alt="{name}" src="data:image/png;base64,{data}">'
+            f"<h2>{TITLES.get(name, name)}</h2>"
+            f'<img alt="{name}" src="data:image/png;base64,{data}">'
+            f'<p class="caption">{html.escape(caption_text[name])}</p>'
             for name, data in images.items()
+        )
+        + (
+            "<h2>Provenance</h2><table><tr><th>nodes</th><th>hosts</th><th>launched from</th>"
+            f"<th>backend</th><th>dlperf</th><th>source revision</th></tr>{provenance}</table>"
+            if provenance
+            else ""
         )
         + f"""
 <h2>Reference</h2><p>{html.escape(seed["source"])}: speedups
