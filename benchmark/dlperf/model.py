@@ -23,6 +23,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dlperf.report.data import reference
 from dlperf.results import write_atomic
 from dlperf.usage import UsageError
 
@@ -37,11 +38,10 @@ FABRICS: dict[str, tuple[float, float]] = {
     "hdr": (200.0, 5.0),
     "ndr": (400.0, 5.0),
 }
-# Published parameter counts (torchvision / the MXNet model zoo agree).
-PARAMETERS = {"resnet50_v1.5": 25_557_032, "resnet50": 25_557_032, "resnet18": 11_689_512}
+# Published parameter counts (torchvision / the MXNet model zoo agree), under `dlperf train`'s
+# model names.
+PARAMETERS = {"resnet50_v1.5": 25_557_032, "resnet18_v1.5": 11_689_512}
 BYTES_PER_ELEMENT = {"float32": 4, "float16": 2, "bfloat16": 2}
-# The seed's published epochs to 74.9 % top-1 (C4140-M, EDR), per node count.
-SEED_EPOCHS = {1: 61, 2: 62, 4: 65, 8: 81}
 IMAGENET_TRAIN_IMAGES = 1_281_167
 
 
@@ -169,7 +169,9 @@ def inputs_from_args(args) -> ModelInputs:
         if args.latency_us < 0:
             raise UsageError(f"--latency-us {args.latency_us}: must be >= 0")
         latency = args.latency_us
-    epochs = dict(SEED_EPOCHS) if args.seed_epochs else {}
+    # the seed's published epochs to 74.9 % top-1 (C4140-M, EDR), per node count
+    seed = reference()["seed_ready_solution_v1_1"]["epochs_to_converge"]
+    epochs = {int(n): e for n, e in seed.items()} if args.seed_epochs else {}
     if args.epochs:
         epochs = _int_map(args.epochs, "--epochs")
     if args.input_ceiling is not None and args.input_ceiling <= 0:

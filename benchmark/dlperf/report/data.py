@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
+
+import yaml
 
 from dlperf.results import upgrade
 from dlperf.telemetry.sampler import read_samples
@@ -15,6 +18,11 @@ POINT = re.compile(r"^(\d+)nodes$")
 
 class ReportError(Exception):
     """Unusable results directory; the message names the file."""
+
+
+def reference() -> dict:
+    """The published numbers the report and the model compare against (reference.yaml)."""
+    return yaml.safe_load(resources.files("dlperf.report").joinpath("reference.yaml").read_text())
 
 
 @dataclass

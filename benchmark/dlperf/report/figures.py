@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import textwrap
-from importlib import resources
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import yaml
 
-from dlperf.report.data import Point, cluster_rate, missing_sources, summary_rows
-
-
-def reference() -> dict:
-    return yaml.safe_load(resources.files("dlperf.report").joinpath("reference.yaml").read_text())
+from dlperf.report.data import Point, cluster_rate, missing_sources, reference, summary_rows
 
 
 def _no_data(ax, text: str) -> None:

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from dlperf.report.data import ReportError, load_points, summary_rows
+from dlperf.report.data import ReportError, load_points, reference, summary_rows
 from dlperf.report.figures import (
     fig_fabric,
     fig_nas,
     fig_throughput,
     fig_time_to_accuracy,
-    reference,
 )
 from dlperf.results import write_atomic
 
