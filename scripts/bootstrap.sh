@@ -9,10 +9,14 @@ cd "$(dirname "$0")/.."
 # and iptables (netavark programs its bridges through it; podman only suggests it) for molecule,
 # debootstrap for the test image, python3-venv for .venv; a C++ toolchain, cmake and OpenMPI to
 # build Horovod and run multi-process training; QEMU for the virtual cluster (e2e tier), rsync
-# for benchmark.yml fetching results from it (ansible.posix.synchronize).
+# for benchmark.yml fetching results from it (ansible.posix.synchronize); Slurm and munge for
+# the training tier's one-node Slurm (its tests start the daemons themselves, with their own
+# configuration; nothing of the system's own is configured or started) and libpmix-dev, whose
+# libpmix.so Slurm's PMIx plugin loads.
 system_packages=(podman runc netavark aardvark-dns catatonit iptables debootstrap python3-venv git make
                  build-essential cmake libopenmpi-dev openmpi-bin
-                 qemu-system-x86 qemu-utils openssh-client rsync)
+                 qemu-system-x86 qemu-utils openssh-client rsync
+                 slurmctld slurmd slurm-client munge libpmix-dev)
 
 missing=()
 for pkg in "${system_packages[@]}"; do
@@ -24,6 +28,13 @@ if ((${#missing[@]})); then
   echo "bootstrap: installing system packages: ${missing[*]}"
   $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
+  # The tests start their own munged/slurmctld/slurmd: the services these packages just
+  # enabled on a systemd machine are stopped and disabled again (never ones that were there).
+  if [[ -d /run/systemd/system ]]; then
+    for unit in munge slurmctld slurmd; do
+      [[ " ${missing[*]} " == *" $unit "* ]] && $sudo systemctl disable --now "$unit" >/dev/null 2>&1 || true
+    done
+  fi
 fi
 
 python=${PYTHON:-python3}

@@ -56,13 +56,31 @@ def _sweep_parser(sub) -> None:
     p.add_argument("--procs-per-node", type=int, default=1, help="workers per node (GPUs per node)")
     p.add_argument(
         "--launcher",
-        choices=["local", "hosts"],
+        choices=["local", "hosts", "slurm"],
         default="local",
-        help="local: N x P processes here; hosts: over --hosts by SSH (Horovod)",
+        help="local: N x P processes here; hosts: over --hosts by SSH (Horovod); slurm: one "
+        "batch job per point (sbatch; srun starts the ranks, PMIx for Horovod)",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=0,
+        help="slurm: GPUs to request per node (--gres=gpu:N); 0 on CPU nodes",
+    )
+    p.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        dest="sbatch_args",
+        help="slurm: an sbatch option for every point, e.g. --sbatch-arg=--partition=gpu "
+        "(repeatable)",
     )
     p.add_argument("--hosts", default="", help="hosts in launch order (--launcher hosts)")
     p.add_argument(
-        "--controller", choices=["gloo", "mpi"], default="gloo", help="Horovod controller"
+        "--controller",
+        choices=["gloo", "mpi"],
+        default="gloo",
+        help="Horovod controller (local, hosts; under slurm Horovod always uses MPI over PMIx)",
     )
     p.add_argument("--network-interface", default=None, help="interface for Horovod traffic")
     p.add_argument("--results", type=Path, default=Path("results"), help="results root")
@@ -201,6 +219,8 @@ def run_sweep_command(args, train_args: list[str]) -> int:
             telemetry_interval=args.telemetry_interval,
             timeout=args.timeout,
             quiet=args.quiet,
+            gpus_per_node=args.gpus_per_node,
+            sbatch_args=args.sbatch_args,
         )
         if args.quiet:
             outcome = run_sweep(

@@ -12,20 +12,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dlperf_module_utils.dlperf_job import (
-    job_environment,
-    launch_command,
-    log_tail,
-    rendezvous_environment,
-)
+from dlperf_module_utils.dlperf_job import log_tail
 
+from dlperf import launchers
+from dlperf.launchers import Launch
 from dlperf.results import Result, write_atomic, write_result
 
 
@@ -37,7 +33,7 @@ class SweepError(Exception):
 class SweepConfig:
     nodes: list[int]
     procs_per_node: int
-    launcher: str  # local | hosts
+    launcher: str  # local | hosts | slurm
     results: Path
     run_id: str
     train_args: list[str]
@@ -47,6 +43,8 @@ class SweepConfig:
     telemetry_interval: float = 1.0
     timeout: int = 24 * 3600
     quiet: bool = False
+    gpus_per_node: int = 0  # slurm: GRES gpu:N per node
+    sbatch_args: list[str] = field(default_factory=list)  # slurm: e.g. --partition=batch
 
 
 def parse_nodes(text: str) -> list[int]:
@@ -69,6 +67,15 @@ def validate(cfg: SweepConfig) -> None:
             raise SweepError("--launcher hosts needs --hosts h1,h2,...")
         if max(cfg.nodes) > len(cfg.hosts):
             raise SweepError(f"--nodes {max(cfg.nodes)}: only {len(cfg.hosts)} hosts in --hosts")
+    if cfg.launcher not in launchers.NAMES:
+        raise SweepError(f"--launcher {cfg.launcher}: choose from {', '.join(launchers.NAMES)}")
+    if cfg.launcher == "slurm" and not shutil.which("sbatch"):
+        raise SweepError("--launcher slurm: no sbatch on PATH (run on a Slurm login or head node)")
+    if cfg.gpus_per_node < 0:
+        raise SweepError(f"--gpus-per-node {cfg.gpus_per_node}: must be >= 0")
+    bad = [a for a in cfg.sbatch_args if not a.startswith("--")]
+    if bad:
+        raise SweepError(f"--sbatch-arg {bad[0]!r}: give sbatch options as --name=value")
     if "--output" in cfg.train_args:
         raise SweepError("--output is set by the sweep for each point; do not pass it")
     if cfg.telemetry_interval <= 0:
@@ -86,123 +93,58 @@ def is_complete(point: Path) -> bool:
         return False
 
 
-class Telemetry:
-    """Samplers on every node of a point for the point's duration."""
-
-    def __init__(self, cfg: SweepConfig, hosts: list[str], directory: Path):
-        self.procs: list[subprocess.Popen] = []
-        dlperf = str(Path(sys.executable).parent / "dlperf")
-        for host in hosts:
-            name = socket.gethostname() if host == "localhost" else host
-            out = directory / f"{name}.jsonl"
-            args = [
-                dlperf,
-                "telemetry",
-                "--output",
-                str(out),
-                "--interval",
-                str(cfg.telemetry_interval),
-            ]
-            # Every sampler ends when its stdin (a pipe from this process) closes: at stop(),
-            # or when the sweep itself dies, even by SIGKILL; SSH forwards that EOF, not signals.
-            args.append("--stop-on-stdin-eof")
-            if host != "localhost":  # results directory on shared storage, same path everywhere
-                args = ["ssh", "-o", "BatchMode=yes", host, " ".join(args)]
-            self.procs.append(
-                subprocess.Popen(
-                    args,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            )
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            proc.stdin.close()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def _flag(train_args: list[str], flag: str, default: str) -> str:
-    return train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else default
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _launch_record(launch: Launch, result_file: Path) -> dict:
+    """What the sweep adds to a point's provenance: the launcher, its job, and the time from
+    asking it to start to the first timed step (mllog's run_start, which rank 0 records)."""
+    record = {"launcher": launch.details.get("launcher", "horovodrun"), **launch.details}
+    record["requested_at"] = round(launch.started_at, 3)
+    try:
+        run_start_ms = json.loads(result_file.read_text())["provenance"]["run_start_ms"]
+        record["launch_to_run_start_s"] = round(run_start_ms / 1000 - launch.started_at, 3)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return record
 
 
 def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     final, partial = point_dir(root, nodes), root / f".{nodes}nodes.partial"
     shutil.rmtree(partial, ignore_errors=True)
     (partial / "telemetry").mkdir(parents=True)
-    if cfg.launcher == "local":
-        node_hosts = ["localhost"]
-        hostlist = f"localhost:{nodes * cfg.procs_per_node}"
-    else:
-        node_hosts = cfg.hosts[:nodes]
-        hostlist = ",".join(f"{h}:{cfg.procs_per_node}" for h in node_hosts)
-    # Horovod runs a job whose hosts are all this machine on loopback, and refuses a
-    # --network-interface without 127.0.0.1 there: the interface only matters between nodes.
-    here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0], socket.getfqdn()}
-    interface = None if set(node_hosts) <= here else cfg.network_interface
-    cmd = launch_command(
-        "horovodrun",
-        hostlist,
-        None,
-        [*cfg.train_args, "--output", str(partial)],
-        dlperf=str(Path(sys.executable).parent / "dlperf"),
-        controller=cfg.controller,
-        network_interface=interface,
-    )
-    # On one host a port free now: points, and tests beside each other, never share one.
-    port = _free_port() if cfg.launcher == "local" else None
-    env = job_environment(
-        dict(os.environ),
-        {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"},
-        defaults=rendezvous_environment(hostlist, interface, port),
-    )
-    telemetry = Telemetry(cfg, node_hosts, partial / "telemetry")
-    start = time.monotonic()
     log = partial / "train.log"
-    try:
-        with log.open("w") as fh:
-            proc = subprocess.run(
-                cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=cfg.timeout, check=False
-            )
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        rc = -9
-    finally:
-        telemetry.stop()
+    launch = launchers.run(cfg, nodes, partial, log)
     result_file = partial / "result.json"
-    if not result_file.exists() or rc != 0:
+    if not result_file.exists() or launch.rc != 0:
         previous = json.loads(result_file.read_text()) if result_file.exists() else {}
         write_result(
             result_file,
             Result(
                 status="failed",
-                mode=_flag(cfg.train_args, "--mode", "throughput"),
-                backend=_flag(cfg.train_args, "--backend", "mxnet"),
+                mode=launchers.train_flag(cfg.train_args, "--mode", "throughput"),
+                backend=launchers.train_flag(cfg.train_args, "--backend", "mxnet"),
                 world_size=nodes * cfg.procs_per_node,
                 nodes=nodes,
-                wall_time_s=time.monotonic() - start,
+                wall_time_s=time.time() - launch.started_at,
                 error=(previous.get("error") or "")
-                + f"\nlauncher rc={rc}; log tail:\n{log_tail(str(log))}",
+                + f"\nlauncher rc={launch.rc}; log tail:\n{log_tail(str(log))}",
                 hyperparameters=previous.get("hyperparameters", {}),
-                provenance=previous.get("provenance", {"command": cmd}),
+                provenance=previous.get("provenance", {"command": launch.command}),
             ),
         )
+    stored = json.loads(result_file.read_text())
+    stored.setdefault("provenance", {})["launch"] = _launch_record(launch, result_file)
+    write_atomic(result_file, stored)
     if final.exists():
         shutil.rmtree(final)
     os.replace(partial, final)
-    return json.loads((final / "result.json").read_text())
+    return stored
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that launchers stop what they started."""
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(f"signal {signum}")
 
 
 def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
@@ -212,6 +154,9 @@ def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
     settings = {
         k: v for k, v in asdict(cfg).items() if k not in ("results", "quiet", "nodes", "timeout")
     }
+    for default_only in ("gpus_per_node", "sbatch_args"):  # sweeps stored before these existed
+        if not settings[default_only]:
+            del settings[default_only]
     stored = root / "sweep.json"
     if stored.exists():
         before = json.loads(stored.read_text())
@@ -223,6 +168,19 @@ def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
     else:
         nodes = cfg.nodes
     write_atomic(stored, {"settings": settings, "nodes": nodes})
+    # SIGTERM (a batch system's, systemd's, Ansible's timeout) stops the running point as
+    # Ctrl-C does: its launcher cancels what it started; the point is left to run again.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        return _run_points(cfg, root, progress)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_points(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
     outcome: dict[int, str] = {}
     for n in cfg.nodes:
         if is_complete(point_dir(root, n)):

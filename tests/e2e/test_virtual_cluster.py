@@ -259,9 +259,15 @@ def test_reproduce_ends_with_the_report_of_real_vm_runs(reproduced):
         assert result["status"] == "ok", result.get("error")
         assert result["nodes"] == n and result["world_size"] == n
         assert result["throughput_img_per_s"] > 0
+        # each point was one Slurm job on n compute nodes
+        launch = result["provenance"]["launch"]
+        assert launch["launcher"] == "slurm" and launch["job_state"] == "COMPLETED", launch
+        assert launch["launch_to_run_start_s"] > 0
+        used = {"compute01", "compute02"} if n == 2 else {launch["nodelist"]}
+        assert used <= {"compute01", "compute02"} and len(used) == n, launch
         # telemetry came from every node of the point, written over NFS
         hosts = {p.stem for p in (run / "throughput" / f"{n}nodes" / "telemetry").glob("*.jsonl")}
-        assert hosts == {"compute01", "compute02"} if n == 2 else hosts == {"compute01"}
+        assert hosts == used
     summary = json.loads((run / "report" / "summary.json").read_text())
     assert [r["nodes"] for r in summary["rows"]] == [1, 2]
 
@@ -271,7 +277,9 @@ def test_validation_passed_every_cross_node_check(reproduced):
     rows = json.loads((run / "validate.json").read_text())["rows"]
     status = {(r["check"], r["node"]): r["status"] for r in rows}
     assert not [k for k, v in status.items() if v == "fail"], rows
-    for check in ("NFS across nodes", "RDMA bandwidth", "MPI hello", "Horovod allreduce"):
+    checks = ["NFS across nodes", "RDMA bandwidth", "MPI hello", "Horovod allreduce"]
+    checks += ["Slurm controller", "Slurm nodes idle", "Slurm two-node step", "Slurm MPI job"]
+    for check in checks:
         assert [v for (c, _), v in status.items() if c == check] == ["pass"], (check, rows)
     assert all(status[("RDMA device", h)] == "pass" for h in NODES)
     assert all(status[("GPUs", h)] == "skip" for h in NODES)
@@ -298,14 +306,15 @@ def test_a_rank_killed_during_a_vm_sweep_point_fails_it_and_a_rerun_repeats_only
     extravars = {"dlperf_run_id": run_id, "dlperf_results_dir": str(results)}
     killed, done = threading.Event(), threading.Event()
 
-    def kill_the_rank() -> None:  # the 1-node point's rank on compute01 (not horovodrun)
+    def kill_the_rank() -> None:  # the 1-node point's rank, on whichever node Slurm gave it
         while not (killed.is_set() or done.is_set()):
-            out = vm(
-                "compute01",
-                "pkill -KILL -f 'python[0-9.]* [^ ]+/dlperf train' && echo killed || true",
-            )
-            if out == "killed":
-                killed.set()
+            for node in ("compute01", "compute02"):
+                out = vm(
+                    node, "pkill -KILL -f 'python[0-9.]* [^ ]+/dlperf train' && echo killed || true"
+                )
+                if out == "killed":
+                    killed.set()
+                    break
             time.sleep(3)
 
     killer = threading.Thread(target=kill_the_rank, daemon=True)
@@ -314,7 +323,7 @@ def test_a_rank_killed_during_a_vm_sweep_point_fails_it_and_a_rerun_repeats_only
                          strategy=VIRTUAL_STRATEGY, artifacts_dir=tmp_path / "first")  # fmt: skip
     done.set()
     killer.join(timeout=60)
-    assert killed.is_set(), "the 1-node point's rank never showed up on compute01"
+    assert killed.is_set(), "the 1-node point's rank never showed up on a compute node"
     timed("benchmark.yml with a rank killed", first)  # a failed point does not fail the play
     run = results / run_id / "throughput"
     one = json.loads((run / "1nodes" / "result.json").read_text())

@@ -276,6 +276,27 @@ CASES = [
         "common_bench_user=root",
     ),
     ("unknown-chrony-mode", "common", {"common_chrony_mode": "peer"}, "common_chrony_mode"),
+    (
+        "slurm-cluster-name-upper-case",
+        "slurm",
+        {"slurm_cluster_name": "DL"},
+        "slurm_cluster_name 'DL'",
+    ),
+    (
+        "slurm-max-time-not-a-time",
+        "slurm",
+        {"slurm_partition_max_time": "2 days"},
+        "slurm_partition_max_time '2 days'",
+    ),
+    ("slurm-munge-key-too-short", "slurm", {"slurm_munge_key": "c2hvcnQ="}, "slurm_munge_key"),
+    ("slurm-no-compute-nodes", "slurm", {}, "(slurm_compute_group) must exist and hold hosts"),
+    (
+        "slurm-extra-config-bad-key",
+        "slurm",
+        {"slurm_extra_config": {"Node Name": "x"}},
+        "slurm_extra_config keys ['Node Name']",
+    ),
+    ("slurm-unknown-mpi", "slurm", {"slurm_mpi_default": "openmpi"}, "slurm_mpi_default"),
 ]
 
 

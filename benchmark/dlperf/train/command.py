@@ -141,10 +141,23 @@ def validate_train(args) -> None:
         raise UsageError("--mode tta needs real --data and --val-data .rec files to measure top-1")
 
 
+def _launched_count(*names: str) -> int:
+    """The first of NAMES the launcher set, as a count; srun's per-node lists such as "4(x2)"
+    or "4,2" give their first entry."""
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            try:
+                return int(value.split("(")[0].split(",")[0])
+            except ValueError:
+                continue
+    return 1
+
+
 def _set_runtime_defaults(args) -> None:
     """Environment MXNet reads when it loads: set before the first `import mxnet`."""
-    local = int(
-        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("HOROVOD_LOCAL_SIZE") or 1
+    local = _launched_count(
+        "OMPI_COMM_WORLD_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"
     )
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local)))
     # oneDNN (MKLDNN) is off for CPU runs of more than one worker: MXNet 1.9.1 with Horovod's
@@ -158,7 +171,7 @@ def _set_runtime_defaults(args) -> None:
     from dlperf.train.mxnet.comm import launched_distributed
 
     if args.device != "gpu" and launched_distributed():
-        world = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("HOROVOD_SIZE") or 1)
+        world = _launched_count("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "SLURM_STEP_NUM_TASKS")
         if world > 1:
             os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
     if args.device != "gpu":

@@ -81,6 +81,7 @@ class Driver:
             eng.barrier()
             start_ms, start = mllog.now_ms(), time.perf_counter()
             result.init_time_s = start - t_init
+            result.provenance["run_start_ms"] = start_ms  # epoch: a launcher's start-up cost
             log.init_stop(start_ms, data.train_samples, data.eval_samples)
             log.run_start(start_ms)
             if cfg.mode == "throughput":

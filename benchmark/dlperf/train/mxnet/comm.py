@@ -7,7 +7,8 @@ import socket
 
 import numpy as np
 
-LAUNCHER_ENV = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+# horovodrun, mpirun, PMI-1/2 and PMIx launches (srun --mpi=pmix sets PMIX_RANK).
+LAUNCHER_ENV = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 
 
 def launched_distributed() -> bool:

@@ -1,0 +1,283 @@
+"""How one sweep point's processes are started: a small closed set of launchers.
+
+Each turns (nodes, processes per node, the `dlperf train` arguments, the point's directory)
+into a running job with telemetry on every node of it, waits for it and says how it ended;
+an interrupt (Ctrl-C, SIGTERM) stops what it started before it propagates. The sweep does not
+know which launcher it uses.
+
+- ``local``: N x P Horovod processes on this machine.
+- ``hosts``: horovodrun over the first N of --hosts by SSH, a sampler on each over SSH.
+- ``slurm``: one batch job per point (sbatch), srun starting one sampler per allocated node
+  and the ranks (PMIx for Horovod's MPI, SLURM_* for PyTorch); scancel on interrupt.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlperf_module_utils.dlperf_job import job_environment, launch_command, rendezvous_environment
+
+NAMES = ("local", "hosts", "slurm")
+
+
+@dataclass
+class Launch:
+    """How a point's job ended, as the sweep records it."""
+
+    rc: int
+    command: list[str]
+    started_at: float  # epoch seconds when the launcher was asked to start the job
+    details: dict = field(default_factory=dict)  # e.g. the Slurm job id
+
+
+def dlperf_binary() -> str:
+    return str(Path(sys.executable).parent / "dlperf")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def train_flag(train_args: list[str], flag: str, default: str) -> str:
+    return train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else default
+
+
+class Telemetry:
+    """Samplers on every node of a point (local or over SSH) for the point's duration."""
+
+    def __init__(self, hosts: list[str], directory: Path, interval: float):
+        self.procs: list[subprocess.Popen] = []
+        for host in hosts:
+            name = socket.gethostname() if host == "localhost" else host
+            args = [
+                dlperf_binary(),
+                "telemetry",
+                "--output",
+                str(directory / f"{name}.jsonl"),
+                "--interval",
+                str(interval),
+                # Every sampler ends when its stdin (a pipe from this process) closes: at stop(),
+                # or when the sweep itself dies, even by SIGKILL; SSH forwards that EOF, not
+                # signals.
+                "--stop-on-stdin-eof",
+            ]
+            if host != "localhost":  # results directory on shared storage, same path everywhere
+                args = ["ssh", "-o", "BatchMode=yes", host, " ".join(args)]
+            self.procs.append(
+                subprocess.Popen(
+                    args,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.stdin.close()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def run_horovod(cfg, nodes: int, partial: Path, log: Path) -> Launch:
+    """`local` and `hosts`: horovodrun here, over this machine or over --hosts."""
+    if cfg.launcher == "local":
+        node_hosts = ["localhost"]
+        hostlist = f"localhost:{nodes * cfg.procs_per_node}"
+    else:
+        node_hosts = cfg.hosts[:nodes]
+        hostlist = ",".join(f"{h}:{cfg.procs_per_node}" for h in node_hosts)
+    # Horovod runs a job whose hosts are all this machine on loopback, and refuses a
+    # --network-interface without 127.0.0.1 there: the interface only matters between nodes.
+    here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0], socket.getfqdn()}
+    interface = None if set(node_hosts) <= here else cfg.network_interface
+    cmd = launch_command(
+        "horovodrun",
+        hostlist,
+        None,
+        [*cfg.train_args, "--output", str(partial)],
+        dlperf=dlperf_binary(),
+        controller=cfg.controller,
+        network_interface=interface,
+    )
+    # On one host a port free now: points, and tests beside each other, never share one.
+    port = free_port() if cfg.launcher == "local" else None
+    env = job_environment(
+        dict(os.environ),
+        {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"},
+        defaults=rendezvous_environment(hostlist, interface, port),
+    )
+    started = time.time()
+    telemetry = Telemetry(node_hosts, partial / "telemetry", cfg.telemetry_interval)
+    try:
+        with log.open("w") as fh:
+            proc = subprocess.run(
+                cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=cfg.timeout, check=False
+            )
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        rc = -9
+    finally:
+        telemetry.stop()
+    return Launch(rc, cmd, started)
+
+
+# ---------------------------------------------------------------------------------------- slurm
+
+# The batch script of one point. srun starts a sampler on every allocated node (sharing the
+# job's CPUs with --overlap) reading a FIFO this script holds open, then the ranks; closing the
+# FIFO when training ends gives every sampler end-of-input, as the hosts launcher's SSH pipes
+# do, and they stop after their last sample.
+BATCH_SCRIPT = """\
+#!/bin/bash
+{directives}
+# Written by `dlperf sweep --launcher slurm` for one point of sweep {run_id}.
+set -u
+export PATH={bindir}:$PATH
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+export MASTER_ADDR MASTER_PORT={port}
+echo "slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST ($SLURM_NTASKS tasks)"
+stop=$(mktemp -u "${{TMPDIR:-/tmp}}/dlperf-telemetry.XXXXXX")
+mkfifo -m 0600 "$stop"
+srun --overlap --mpi=none --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --input=all \\
+  --kill-on-bad-exit=0 --output={telemetry}/telemetry-%N.log \\
+  bash -c 'exec "$0" telemetry --output "$1/$SLURMD_NODENAME.jsonl" --interval "$2" \\
+    --stop-on-stdin-eof' {dlperf} {telemetry} {interval} <"$stop" &
+telemetry=$!
+exec 3>"$stop"
+rm -f "$stop"
+srun --mpi={mpi} --kill-on-bad-exit=1 {train}
+rc=$?
+exec 3>&-
+for _ in $(seq 60); do kill -0 "$telemetry" 2>/dev/null || break; sleep 1; done
+kill -TERM "$telemetry" 2>/dev/null
+wait "$telemetry"
+exit $rc
+"""
+
+
+def slurm_directives(cfg, nodes: int, partial: Path) -> list[str]:
+    minutes = max(1, math.ceil(cfg.timeout / 60))
+    lines = [
+        f"--job-name=dlperf-{cfg.run_id}-{nodes}n",
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={cfg.procs_per_node}",
+        "--exclusive",
+        f"--time={minutes}",
+        f"--output={partial / 'train.log'}",
+        "--open-mode=append",
+    ]
+    if cfg.gpus_per_node > 0:
+        lines.append(f"--gres=gpu:{cfg.gpus_per_node}")
+    lines += cfg.sbatch_args
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def batch_script(cfg, nodes: int, partial: Path) -> str:
+    train = [dlperf_binary(), "train", *cfg.train_args, "--output", str(partial)]
+    # Horovod (mxnet) joins through MPI: srun hands each rank its place over PMIx. PyTorch reads
+    # SLURM_PROCID/SLURM_NTASKS and meets at MASTER_ADDR.
+    mpi = "pmix" if train_flag(cfg.train_args, "--backend", "mxnet") == "mxnet" else "none"
+    return BATCH_SCRIPT.format(
+        directives="\n".join(slurm_directives(cfg, nodes, partial)),
+        run_id=cfg.run_id,
+        bindir=shlex.quote(str(Path(sys.executable).parent)),
+        port=free_port(),
+        telemetry=shlex.quote(str(partial / "telemetry")),
+        dlperf=shlex.quote(dlperf_binary()),
+        interval=cfg.telemetry_interval,
+        mpi=mpi,
+        train=shlex.join(train),
+    )
+
+
+def _job_state(job_id: str) -> dict:
+    out = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner", job_id],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    ).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
+    """One batch job per point: sbatch --wait returns when the job ends, with its exit code."""
+    script = partial / "job.sh"
+    script.write_text(batch_script(cfg, nodes, partial))
+    cmd = ["sbatch", "--parsable", "--wait", str(script)]
+    started = time.time()
+    log.touch()
+    # The job inherits this environment (sbatch --export=ALL). With an interface, MPI's TCP
+    # transport, Gloo and NCCL's sockets stay on the launch network, as horovodrun's
+    # --network-interface keeps them for the other launchers.
+    iface = cfg.network_interface
+    defaults = (
+        {"OMPI_MCA_btl_tcp_if_include": iface, "GLOO_SOCKET_IFNAME": iface}
+        | {"NCCL_SOCKET_IFNAME": iface}
+        if iface
+        else {}
+    )
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=job_environment(dict(os.environ), defaults=defaults),
+        start_new_session=True,
+    )
+    job_id = ""
+    try:
+        # --parsable prints "JOBID[;CLUSTER]" as soon as the job is queued.
+        job_id = proc.stdout.readline().strip().split(";")[0]
+        # Slurm enforces --time; this only guards against a controller that stops answering.
+        _, err = proc.communicate(timeout=cfg.timeout + 600)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        rc, err = -9, "sbatch --wait outlived the point's timeout"
+        cancel(job_id, proc)
+    except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
+        cancel(job_id, proc)
+        raise
+    details = {"launcher": "slurm", "job_id": job_id or None}
+    if job_id:
+        state = _job_state(job_id)
+        details.update(
+            job_state=state.get("JobState"),
+            exit_code=state.get("ExitCode"),
+            nodelist=state.get("NodeList"),
+        )
+    if rc != 0 and err.strip():
+        with log.open("a") as fh:
+            fh.write(f"\nsbatch: {err.strip()}\n")
+    return Launch(rc, cmd, started, details)
+
+
+def cancel(job_id: str, proc: subprocess.Popen) -> None:
+    if job_id:
+        subprocess.run(["scancel", job_id], check=False, timeout=60, capture_output=True)
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
+    return (run_slurm if cfg.launcher == "slurm" else run_horovod)(cfg, nodes, partial, log)

@@ -1,0 +1,125 @@
+"""A real one-node Slurm cluster on this machine for the launcher's tests: munged, slurmctld and
+slurmd from the distribution's packages (scripts/bootstrap.sh installs them), each started in
+the foreground with a configuration, key, sockets and ports of its own under a temporary
+directory, and stopped again by pid. Nothing of the system's own munge or Slurm is used."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+CONF = """\
+ClusterName=dlperftest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+AuthType=auth/munge
+AuthInfo=socket={root}/munge.socket
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/slurmctld.log
+SlurmdLogFile={root}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=pmix
+ReturnToService=2
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+DAEMONS = ("munged", "slurmctld", "slurmd")
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalSlurm:
+    def __init__(self, root: Path):
+        missing = [d for d in (*DAEMONS, "sbatch", "srun") if not shutil.which(d)]
+        if missing:
+            raise RuntimeError(f"{', '.join(missing)} not installed: run scripts/bootstrap.sh")
+        self.root = root
+        self.host = socket.gethostname().split(".")[0]
+        self.conf = root / "slurm.conf"
+        self.env = dict(os.environ, SLURM_CONF=str(self.conf))
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> LocalSlurm:
+        root = self.root
+        for sub in ("state", "spool"):
+            (root / sub).mkdir(parents=True)
+        key = root / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        self.conf.write_text(
+            CONF.format(
+                host=self.host,
+                root=root,
+                ctld_port=_port(),
+                slurmd_port=_port(),
+                cpus=os.cpu_count(),
+            )
+        )
+        munge = [
+            "munged",
+            "--foreground",
+            "--force",
+            f"--socket={root}/munge.socket",
+            f"--key-file={key}",
+            f"--pid-file={root}/munged.pid",
+            f"--log-file={root}/munged.log",
+            f"--seed-file={root}/munged.seed",
+        ]
+        self._spawn(munge, "munged")
+        self._wait(lambda: (root / "munge.socket").exists(), "munged")
+        self._spawn(["slurmctld", "-D", "-i"], "slurmctld")
+        self._spawn(["slurmd", "-D"], "slurmd")
+        self._wait(lambda: self.node_state() == "idle", "the node to register idle")
+        return self
+
+    def _spawn(self, cmd: list[str], name: str) -> None:
+        log = (self.root / f"{name}.out").open("w")
+        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT))
+
+    def _wait(self, ready, what: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            time.sleep(0.5)
+        logs = "\n".join(
+            f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(self.root.glob("*.out"))
+        )
+        raise RuntimeError(f"local Slurm: no {what} after {timeout:.0f} s\n{logs}")
+
+    def run(self, *cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=60)
+
+    def node_state(self) -> str:
+        out = self.run("sinfo", "--noheader", "--Node", "--format=%t")
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    def jobs(self) -> list[str]:
+        """Jobs still pending or running."""
+        return self.run("squeue", "--noheader", "--format=%i").stdout.split()
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()

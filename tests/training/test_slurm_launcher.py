@@ -1,0 +1,133 @@
+"""`dlperf sweep --launcher slurm` against a real (one-node) Slurm: each point one batch job whose
+ranks srun starts (Horovod over PMIx), telemetry from a sampler step, the job recorded in the
+point; resume, a failed job and a SIGTERM to the sweep. The multi-node path runs on the VM
+cluster (e2e) and in the slurm molecule scenario."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import BIN, ENV, TINY
+from .slurm import LocalSlurm
+
+THROUGHPUT = [*TINY, "--batch-size", "16", "--iterations", "8", "--warmup-iterations", "2"]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()
+
+
+def sweep_cmd(results: Path, run_id: str, *train: str) -> list[str]:
+    return [
+        str(BIN / "dlperf"),
+        "sweep",
+        "--quiet",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "1",
+        "--procs-per-node",
+        "2",
+        "--results",
+        str(results),
+        "--run-id",
+        run_id,
+        "--telemetry-interval",
+        "0.5",
+        "--sbatch-arg=--partition=test",
+        *train,
+    ]
+
+
+def sweep(slurm, results: Path, run_id: str, *train: str):
+    return subprocess.run(
+        sweep_cmd(results, run_id, *train),
+        env=dict(ENV, SLURM_CONF=slurm.env["SLURM_CONF"]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def point(results: Path, run_id: str) -> dict:
+    return json.loads((results / run_id / "1nodes" / "result.json").read_text())
+
+
+def test_a_point_is_one_batch_job_whose_ranks_srun_starts(slurm, tmp_path):
+    proc = sweep(slurm, tmp_path, "ok", *THROUGHPUT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = point(tmp_path, "ok")
+    assert result["status"] == "ok", result.get("error")
+    assert result["world_size"] == 2 and result["throughput_img_per_s"] > 0
+    fingerprints = result["param_fingerprints"]
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1]
+    launch = result["provenance"]["launch"]
+    assert launch["launcher"] == "slurm" and launch["job_id"].isdigit()
+    assert launch["job_state"] == "COMPLETED" and launch["exit_code"] == "0:0"
+    assert launch["nodelist"] == slurm.host
+    assert 0 < launch["launch_to_run_start_s"] < 120
+    directory = tmp_path / "ok" / "1nodes"
+    script = (directory / "job.sh").read_text()
+    assert "#SBATCH --nodes=1" in script and "#SBATCH --ntasks-per-node=2" in script
+    assert "#SBATCH --partition=test" in script and "srun --mpi=pmix" in script
+    log = (directory / "train.log").read_text()
+    assert f"slurm job {launch['job_id']} on {slurm.host} (2 tasks)" in log
+    lines = [json.loads(x) for x in (directory / "telemetry" / f"{slurm.host}.jsonl").open()]
+    assert lines[0]["header"] and sum("t" in line for line in lines) >= 2
+    # the sampler stopped on end-of-input (it writes its footer then), not by a kill
+    assert "footer" in lines[-1]
+    assert "CANCELLED" not in (directory / "telemetry" / f"telemetry-{slurm.host}.log").read_text()
+
+    again = sweep(slurm, tmp_path, "ok", *THROUGHPUT)
+    assert again.returncode == 0 and "skipped (already complete)" in again.stdout
+    assert point(tmp_path, "ok")["provenance"]["launch"]["job_id"] == launch["job_id"]
+
+
+def test_a_failed_job_is_recorded_with_its_state_and_log_tail(slurm, tmp_path):
+    broken = tmp_path / "broken.rec"
+    broken.write_bytes(b"not a record file" * 64)
+    proc = sweep(slurm, tmp_path, "bad", *THROUGHPUT, "--data", str(broken))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 node(s): failed" in proc.stdout
+    result = point(tmp_path, "bad")
+    assert result["status"] == "failed"
+    assert result["provenance"]["launch"]["job_state"] == "FAILED"
+    assert (
+        "launcher rc=1; log tail" in result["error"]
+        and "Exited with exit code 1" in result["error"]
+    )
+    assert "MXNetError" in result["error"]  # the engine's own error, read from the data
+    assert slurm.jobs() == []
+
+
+def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(slurm, tmp_path):
+    long = [*TINY, "--batch-size", "16", "--iterations", "100000", "--warmup-iterations", "2"]
+    proc = subprocess.Popen(
+        sweep_cmd(tmp_path, "term", *long),
+        env=dict(ENV, SLURM_CONF=slurm.env["SLURM_CONF"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not slurm.run("squeue", "--noheader", "--states=RUNNING").stdout.strip():
+        assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 60
+    while slurm.jobs():
+        assert time.monotonic() < deadline, f"jobs left after SIGTERM: {slurm.jobs()}"
+        time.sleep(0.5)
+    assert not (tmp_path / "term" / "1nodes").exists()  # no half-finished point in place
