@@ -104,8 +104,10 @@ def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_clus
         out = re.sub(r"\s+", " ", proc.stdout)
         for needle in ('"--procs-per-node", "4"', '"--nodes", "1,2,4,8"',
                        '"--network-interface", "ib0"', '"--target-top1", "0.749"',
-                       '"/mnt/isilon/imagenet/val.rec"', '"--batch-size", "192"'):  # fmt: skip
+                       '"/mnt/isilon/imagenet/val.rec"', '"--batch-size", "192"',
+                       '"--launcher", "slurm"', '"--gpus-per-node", "4"'):  # fmt: skip
             assert needle in out, needle
+        assert '"--hosts"' not in out  # Slurm chooses the nodes of each point
 
 
 def test_the_reference_cluster_expects_four_gpus_per_compute_node():
@@ -115,3 +117,6 @@ def test_the_reference_cluster_expects_four_gpus_per_compute_node():
     assert hostvars["dlperf_gpus_per_node"] == 4
     assert hostvars["dlperf_network_interface"] == hostvars["ipoib_interface"] == "ib0"
     assert set(hostvars["dlperf_benchmark_train_args"]) == set(hostvars["dlperf_benchmark_modes"])
+    # the benchmark runs as Slurm jobs, with the V100s confined to their jobs
+    assert hostvars["dlperf_benchmark_launcher"] == "slurm"
+    assert hostvars["slurm_cgroup"] == "required"
