@@ -7,8 +7,9 @@ know which launcher it uses.
 
 - ``local``: N x P Horovod processes on this machine.
 - ``hosts``: horovodrun over the first N of --hosts by SSH, a sampler on each over SSH.
-- ``slurm``: one batch job per point (sbatch), srun starting one sampler per allocated node
-  and the ranks (PMIx for Horovod's MPI, SLURM_* for PyTorch); scancel on interrupt.
+- ``slurm``: one batch job per point (sbatch, then scontrol every second until it ends), srun
+  starting one sampler per allocated node and the ranks (PMIx for Horovod's MPI, SLURM_* for
+  PyTorch); scancel on interrupt.
 """
 
 from __future__ import annotations
@@ -206,23 +207,45 @@ def batch_script(cfg, nodes: int, partial: Path) -> str:
     )
 
 
-def _job_state(job_id: str) -> dict:
-    out = subprocess.run(
-        ["scontrol", "show", "job", "--oneliner", job_id],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    ).stdout
+# States in which a job has ended (squeue/scontrol's JobState).
+FINAL_STATES = {
+    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+    "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
+}  # fmt: skip
+POLL_S = 1.0  # sbatch --wait backs off to 32 s between looks: too coarse for minute-long points
+
+
+def job_state(job_id: str, env: dict | None = None) -> dict:
+    """scontrol's fields of a job (JobState, ExitCode, NodeList, ...); empty when unknown."""
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", job_id],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            env=env,
+        ).stdout
+    except subprocess.TimeoutExpired:
+        return {}
     return dict(re.findall(r"(\w+)=(\S*)", out))
 
 
+def exit_status(state: dict) -> int:
+    """The batch script's exit status from ExitCode=RC:SIGNAL (128 + signal when killed)."""
+    rc, _, sig = state.get("ExitCode", "").partition(":")
+    if sig.isdigit() and int(sig):
+        return 128 + int(sig)
+    if rc.isdigit() and (int(rc) or state.get("JobState") == "COMPLETED"):
+        return int(rc)
+    return 1  # ended without a status of its own: cancelled, timed out, node failure
+
+
 def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
-    """One batch job per point: sbatch --wait returns when the job ends, with its exit code."""
+    """One batch job per point, submitted with sbatch and followed until it ends."""
     script = partial / "job.sh"
     script.write_text(batch_script(cfg, nodes, partial))
-    cmd = ["sbatch", "--parsable", "--wait", str(script)]
-    started = time.time()
+    cmd = ["sbatch", "--parsable", str(script)]
     log.touch()
     # The job inherits this environment (sbatch --export=ALL). With an interface, MPI's TCP
     # transport, Gloo and NCCL's sockets stay on the launch network, as horovodrun's
@@ -234,49 +257,40 @@ def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         if iface
         else {}
     )
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=job_environment(dict(os.environ), defaults=defaults),
-        start_new_session=True,
-    )
-    job_id = ""
-    try:
-        # --parsable prints "JOBID[;CLUSTER]" as soon as the job is queued.
-        job_id = proc.stdout.readline().strip().split(";")[0]
-        # Slurm enforces --time; this only guards against a controller that stops answering.
-        _, err = proc.communicate(timeout=cfg.timeout + 600)
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        rc, err = -9, "sbatch --wait outlived the point's timeout"
-        cancel(job_id, proc)
-    except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
-        cancel(job_id, proc)
-        raise
-    details = {"launcher": "slurm", "job_id": job_id or None}
-    if job_id:
-        state = _job_state(job_id)
-        details.update(
-            job_state=state.get("JobState"),
-            exit_code=state.get("ExitCode"),
-            nodelist=state.get("NodeList"),
-        )
-    if rc != 0 and err.strip():
+    env = job_environment(dict(os.environ), defaults=defaults)
+    started = time.time()
+    submit = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    job_id = submit.stdout.strip().split(";")[0]  # JOBID[;CLUSTER]
+    details: dict = {"launcher": "slurm", "job_id": job_id or None}
+    if submit.returncode != 0 or not job_id.isdigit():
         with log.open("a") as fh:
-            fh.write(f"\nsbatch: {err.strip()}\n")
-    return Launch(rc, cmd, started, details)
-
-
-def cancel(job_id: str, proc: subprocess.Popen) -> None:
-    if job_id:
-        subprocess.run(["scancel", job_id], check=False, timeout=60, capture_output=True)
-    proc.terminate()
+            fh.write(f"sbatch rc={submit.returncode}: {submit.stderr.strip()}\n")
+        return Launch(submit.returncode or 1, cmd, started, details)
+    # Slurm enforces --time; the deadline only guards against a controller that stops answering.
+    deadline = time.monotonic() + cfg.timeout + 600
+    state: dict = {}
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        while time.monotonic() < deadline:
+            state = job_state(job_id) or state
+            if state.get("JobState") in FINAL_STATES:
+                break
+            time.sleep(POLL_S)
+        else:
+            cancel(job_id)
+            state = {**state, "JobState": "TIMEOUT"}
+    except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
+        cancel(job_id)
+        raise
+    details.update(
+        job_state=state.get("JobState"),
+        exit_code=state.get("ExitCode"),
+        nodelist=state.get("NodeList"),
+    )
+    return Launch(exit_status(state), cmd, started, details)
+
+
+def cancel(job_id: str) -> None:
+    subprocess.run(["scancel", job_id], check=False, timeout=60, capture_output=True)
 
 
 def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:

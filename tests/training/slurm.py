@@ -5,8 +5,10 @@ directory, and stopped again by pid. Nothing of the system's own munge or Slurm 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -38,6 +40,12 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
+
+
+def _die_with_parent() -> None:
+    """In the daemon before it execs: SIGTERM when the process that started it dies, so a
+    killed test run leaves no daemon behind (stop() is the normal way out)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _port() -> int:
@@ -92,7 +100,11 @@ class LocalSlurm:
 
     def _spawn(self, cmd: list[str], name: str) -> None:
         log = (self.root / f"{name}.out").open("w")
-        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT))
+        self.procs.append(
+            subprocess.Popen(
+                cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
+        )
 
     def _wait(self, ready, what: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

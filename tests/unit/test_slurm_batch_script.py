@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dlperf.launchers import batch_script
+from dlperf.launchers import batch_script, exit_status
 from dlperf.sweep import SweepConfig, SweepError, validate
 
 
@@ -64,3 +64,17 @@ def test_a_cpu_point_asks_for_no_gres_and_pytorch_ranks_need_no_pmi():
 def test_bad_slurm_input_is_refused_naming_the_flag(change, needle):
     with pytest.raises(SweepError, match=needle.replace("(", r"\(")):
         validate(config(**change))
+
+
+@pytest.mark.parametrize(
+    ("state", "rc"),
+    [
+        ({"JobState": "COMPLETED", "ExitCode": "0:0"}, 0),
+        ({"JobState": "FAILED", "ExitCode": "3:0"}, 3),
+        ({"JobState": "CANCELLED", "ExitCode": "0:15"}, 143),
+        ({"JobState": "TIMEOUT", "ExitCode": "0:0"}, 1),  # ended by Slurm, not by the script
+        ({"JobState": "NODE_FAIL"}, 1),
+    ],
+)
+def test_a_jobs_end_becomes_the_points_exit_status(state, rc):
+    assert exit_status(state) == rc
