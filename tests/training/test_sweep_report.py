@@ -291,6 +291,7 @@ def test_a_model_prediction_is_drawn_and_tabulated_beside_the_measurement(swept,
     proc = subprocess.run(
         [str(BIN / "dlperf"), "model", "--node-throughput", str(r1["throughput_img_per_s"]),
          "--gpus-per-node", "1", "--batch-per-gpu", "32", "--nodes", "1,2", "--fabric", "10gbe",
+         "--epochs", f"1={r1['epochs']},2={r2['epochs']}", "--train-images", "1437",
          "--json", str(model)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -308,6 +309,18 @@ def test_a_model_prediction_is_drawn_and_tabulated_beside_the_measurement(swept,
     )
     assert rows[2]["largest_loss"] == predicted[2]["largest_loss"]
     assert "largest loss (model)" in report["html"].read_text()
+    # Fig. 3: the model's time to accuracy (its epochs over its throughput) beside the measured
+    fig3a, fig3b = report["figures"]["fig3_time_to_accuracy"].axes
+    [cross] = [ln for ln in fig3a.lines if ln.get_label() == "predicted (dlperf model)"]
+    assert list(cross.get_ydata()) == [predicted[n]["tta_s"] / 60 for n in (1, 2)]
+    [sped] = [ln for ln in fig3b.lines if ln.get_label() == "predicted (dlperf model)"]
+    assert list(sped.get_ydata()) == [predicted[n]["tta_speedup"] for n in (1, 2)]
+    for n, r in ((1, r1), (2, r2)):
+        assert rows[n]["predicted_tta_s"] == predicted[n]["tta_s"]
+        assert rows[n]["tta_prediction_error"] == pytest.approx(
+            r["time_to_accuracy_s"] / predicted[n]["tta_s"] - 1
+        )
+    assert html.escape("the crosses are dlperf model's prediction") in report["html"].read_text()
 
 
 def test_nas_and_fabric_figures_draw_one_series_per_node_count(swept, tmp_path):

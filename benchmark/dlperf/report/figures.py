@@ -18,7 +18,14 @@ def _no_data(ax, text: str) -> None:
     ax.set_yticks([])
 
 
-def fig_time_to_accuracy(points: list[Point], with_reference: bool = True, why_none: str = ""):
+def fig_time_to_accuracy(
+    points: list[Point],
+    with_reference: bool = True,
+    why_none: str = "",
+    prediction: dict | None = None,
+):
+    """Measured time to accuracy (3a) and its speedup (3b); `prediction` ({nodes: row} of
+    `dlperf model` with epochs) adds the model's time and speedup as markers."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     if not any(p.result.get("mode") == "tta" for p in points):
         # A throughput sweep has no time to accuracy: say so rather than draw empty bars.
@@ -50,6 +57,15 @@ def fig_time_to_accuracy(points: list[Point], with_reference: bool = True, why_n
             va="bottom",
             fontsize=8,
         )
+    predicted = {
+        n: row for n, row in (prediction or {}).items() if row.get("tta_s") and str(n) in labels
+    }
+    if predicted:
+        at = [(label, predicted[int(label)]["tta_s"] / 60) for label in labels
+              if int(label) in predicted]  # fmt: skip
+        ax.plot([x for x, _ in at], [y for _, y in at], "kx", markersize=9,
+                label="predicted (dlperf model)")  # fmt: skip
+        ax.legend(fontsize=8)
     ax.set_xlabel("nodes")
     ax.set_ylabel("time to target top-1 (minutes)")
     ax.set_title("Fig. 3a: time to accuracy")
@@ -60,6 +76,11 @@ def fig_time_to_accuracy(points: list[Point], with_reference: bool = True, why_n
     if with_reference:
         seed = reference()["seed_ready_solution_v1_1"]["speedup_vs_1_node"]
         ax2.plot(list(seed), list(seed.values()), "s--", label="seed (C4140-M, 4x V100/node)")
+    sped = sorted((n, row["tta_speedup"]) for n, row in predicted.items() if row.get("tta_speedup"))
+    if sped:
+        ax2.plot(
+            [n for n, _ in sped], [v for _, v in sped], "kx--", label="predicted (dlperf model)"
+        )
     ax2.set_xlabel("nodes")
     ax2.set_ylabel("speedup over the smallest point")
     ax2.set_title("Fig. 3b: time-to-accuracy speedup")

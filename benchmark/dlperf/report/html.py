@@ -73,7 +73,12 @@ def captions(points: list, tta_points: list, base: list | None, prediction: dict
     return {
         "fig3_time_to_accuracy": f"Measured: time to the target top-1 per node count on "
         f"{tta_where} (left), and the speedup over one node beside linear and the seed's "
-        "published 1.8x/3.3x/4.9x (right; published, not measured here).",
+        "published 1.8x/3.3x/4.9x (right; published, not measured here)"
+        + (
+            "; the crosses are dlperf model's prediction, not a measurement."
+            if any(row.get("tta_s") for row in prediction.values())
+            else "."
+        ),
         "fig4_throughput": fig4 + ".",
         "fig5_nas_read": f"Measured: NFS read MB/s over time per node count on {where}, summed "
         "over the nodes of each point.",
@@ -125,7 +130,10 @@ def add_prediction(rows: list[dict], prediction: dict[int, dict]) -> list[dict]:
             continue
         measured = row.get("throughput_img_per_s")
         error = measured / pred["throughput"] - 1.0 if measured else None
+        tta, tta_pred = row.get("time_to_accuracy_s"), pred.get("tta_s")
         out.append(dict(row, predicted_img_per_s=pred["throughput"], prediction_error=error,
+                        predicted_tta_s=tta_pred,
+                        tta_prediction_error=tta / tta_pred - 1.0 if tta and tta_pred else None,
                         largest_loss=pred.get("largest_loss")))  # fmt: skip
     return out
 
@@ -146,7 +154,9 @@ def build_report(
     nas, nas_drawn, nas_why = fig_nas(points)
     fabric, fabric_drawn, fabric_why = fig_fabric(points)
     figures = {
-        "fig3_time_to_accuracy": fig_time_to_accuracy(tta_points, why_none="\n".join(notes)),
+        "fig3_time_to_accuracy": fig_time_to_accuracy(
+            tta_points, why_none="\n".join(notes), prediction=prediction
+        ),
         "fig4_throughput": fig_throughput(points, base, prediction),
         "fig5_nas_read": nas,
         "fig6_fabric": fabric,
@@ -184,6 +194,8 @@ def build_report(
                 html.escape(str(r.get("gpu") or "—")),
                 _fmt(r.get("predicted_img_per_s"), ".1f"),
                 _fmt(r.get("prediction_error"), "+.0%"),
+                _fmt(r.get("predicted_tta_s"), ".1f"),
+                _fmt(r.get("tta_prediction_error"), "+.0%"),
                 html.escape(str(r.get("largest_loss") or "—")),
             )
         )
@@ -217,7 +229,8 @@ def build_report(
 <h2>Summary</h2>
 <table><tr><th>nodes</th><th>workers</th><th>status</th><th>epochs</th><th>time to accuracy (s)</th>
 <th>speedup</th><th>scaling efficiency</th><th>img/s</th><th>backend</th><th>precision</th>
-<th>GPU</th><th>predicted img/s</th><th>error</th><th>largest loss (model)</th></tr>{table}</table>
+<th>GPU</th><th>predicted img/s</th><th>error</th><th>predicted time to accuracy (s)</th>
+<th>error</th><th>largest loss (model)</th></tr>{table}</table>
 {"<h2>Failed or missing points</h2><ul>" + failures + "</ul>" if failures else ""}
 {"<h2>Missing telemetry</h2><ul>" + missing + "</ul>" if missing else ""}
 """
