@@ -12,11 +12,12 @@ cd "$(dirname "$0")/.."
 # for benchmark.yml fetching results from it (ansible.posix.synchronize); Slurm and munge for
 # the training tier's one-node Slurm (its tests start the daemons themselves, with their own
 # configuration; nothing of the system's own is configured or started) and libpmix-dev, whose
-# libpmix.so Slurm's PMIx plugin loads.
+# libpmix.so Slurm's PMIx plugin loads; headless Chromium to look at the HTML report as a
+# reader's browser draws it.
 system_packages=(podman runc netavark aardvark-dns catatonit iptables debootstrap python3-venv git make
                  build-essential cmake libopenmpi-dev openmpi-bin
                  qemu-system-x86 qemu-utils openssh-client rsync
-                 slurmctld slurmd slurm-client munge libpmix-dev)
+                 slurmctld slurmd slurm-client munge libpmix-dev chromium)
 
 missing=()
 for pkg in "${system_packages[@]}"; do
