@@ -135,7 +135,7 @@ def run_horovod(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         rc = -9
     finally:
         telemetry.stop()
-    return Launch(rc, cmd, started)
+    return Launch(rc, cmd, started, {"launcher": cfg.launcher})
 
 
 # ---------------------------------------------------------------------------------------- slurm

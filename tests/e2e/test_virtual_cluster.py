@@ -270,6 +270,14 @@ def test_reproduce_ends_with_the_report_of_real_vm_runs(reproduced):
         assert hosts == used
     summary = json.loads((run / "report" / "summary.json").read_text())
     assert [r["nodes"] for r in summary["rows"]] == [1, 2]
+    if "kvm" not in (STATE / "accel").read_text():
+        # TCG VMs cannot train to accuracy: the controller did, with the local launcher
+        for n in (1, 2):
+            tta = json.loads((run / "tta-controller" / f"{n}nodes" / "result.json").read_text())
+            assert tta["status"] == "ok" and tta["reached_target"], tta.get("error")
+            assert tta["provenance"]["launch"]["launcher"] == "local"
+        assert [r["time_to_accuracy_s"] > 0 for r in summary["rows"]] == [True, True]
+        assert "with the local launcher" in page
 
 
 def test_validation_passed_every_cross_node_check(reproduced):

@@ -66,6 +66,7 @@ def fig_time_to_accuracy(
         ax.plot([x for x, _ in at], [y for _, y in at], "kx", markersize=9,
                 label="predicted (dlperf model)")  # fmt: skip
         ax.legend(fontsize=8)
+    ax.margins(y=0.18)  # room for the labels above the tallest bar, below the title
     ax.set_xlabel("nodes")
     ax.set_ylabel("time to target top-1 (minutes)")
     ax.set_title("Fig. 3a: time to accuracy")

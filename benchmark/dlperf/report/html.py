@@ -67,6 +67,10 @@ def captions(points: list, tta_points: list, base: list | None, prediction: dict
     """What each figure shows, measured where, and what in it is not a measurement."""
     where = ", ".join(hosts_of(points)) or "no host (no point completed)"
     tta_where = ", ".join(hosts_of(tta_points)) or "no host (no time-to-accuracy run completed)"
+    launched = {((p.result.get("provenance") or {}).get("launch") or {}).get("launcher")
+                for p in tta_points if p.ok}  # fmt: skip
+    if launched == {"local"}:
+        tta_where += " with the local launcher (N worker processes on one host, not N nodes)"
     fig4 = f"Measured: training images/s per node count on {where}"
     if base:
         fig4 += ", beside the baseline sweep's"
