@@ -25,6 +25,7 @@ from pathlib import Path
 
 from dlperf.report.data import reference
 from dlperf.results import write_atomic
+from dlperf.train.architecture import MODELS, parameter_count
 from dlperf.usage import UsageError
 
 # Nominal per-node injection bandwidth (Gb/s) and per-step latency (us) of common fabrics.
@@ -38,9 +39,6 @@ FABRICS: dict[str, tuple[float, float]] = {
     "hdr": (200.0, 5.0),
     "ndr": (400.0, 5.0),
 }
-# Published parameter counts (torchvision / the MXNet model zoo agree), under `dlperf train`'s
-# model names.
-PARAMETERS = {"resnet50_v1.5": 25_557_032, "resnet18_v1.5": 11_689_512}
 BYTES_PER_ELEMENT = {"float32": 4, "float16": 2, "bfloat16": 2}
 IMAGENET_TRAIN_IMAGES = 1_281_167
 
@@ -158,8 +156,16 @@ def inputs_from_args(args) -> ModelInputs:
         raise UsageError("--gpus-per-node and --batch-per-gpu must be >= 1")
     if not 0.0 <= args.overlap <= 1.0:
         raise UsageError(f"--overlap {args.overlap}: a fraction between 0 and 1")
-    if args.model not in PARAMETERS:
-        raise UsageError(f"--model {args.model}: one of {', '.join(sorted(PARAMETERS))}")
+    if args.model not in MODELS:
+        raise UsageError(f"--model {args.model}: one of {', '.join(sorted(MODELS))}")
+    if args.width_multiplier <= 0 or args.classes < 2:
+        raise UsageError(
+            f"--width-multiplier {args.width_multiplier} must be > 0 and --classes "
+            f"{args.classes} >= 2"
+        )
+    # The engines' own architecture, counted without a framework (25,557,032 for ResNet-50,
+    # 11,689,512 for ResNet-18 at width 1 and 1000 classes, as published).
+    parameters = parameter_count(args.model, args.classes, args.width_multiplier)
     bandwidth, latency = FABRICS[args.fabric]
     if args.bandwidth_gbit is not None:
         if args.bandwidth_gbit <= 0:
@@ -180,7 +186,7 @@ def inputs_from_args(args) -> ModelInputs:
         node_throughput=args.node_throughput,
         gpus_per_node=args.gpus_per_node,
         batch_per_gpu=args.batch_per_gpu,
-        gradient_bytes=PARAMETERS[args.model] * BYTES_PER_ELEMENT[args.precision],
+        gradient_bytes=parameters * BYTES_PER_ELEMENT[args.precision],
         bandwidth_gbit=bandwidth,
         latency_us=latency,
         overlap=args.overlap,
@@ -237,7 +243,9 @@ def add_parser(sub) -> None:
     p.add_argument("--node-throughput", type=float, required=True, help="one node's images/s")
     p.add_argument("--gpus-per-node", type=int, default=4)
     p.add_argument("--batch-per-gpu", type=int, default=192)
-    p.add_argument("--model", default="resnet50_v1.5", help="parameter count by model name")
+    p.add_argument("--model", default="resnet50_v1.5", help="as dlperf train names it")
+    p.add_argument("--width-multiplier", type=float, default=1.0, help="as dlperf train's")
+    p.add_argument("--classes", type=int, default=1000, help="classes of the dense layer")
     p.add_argument("--precision", choices=sorted(BYTES_PER_ELEMENT), default="float16",
                    help="element type of the gradients the allreduce moves")  # fmt: skip
     p.add_argument("--nodes", default="1,2,4,8", help="node counts")

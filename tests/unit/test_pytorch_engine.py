@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from dlperf.data.recordio import RecordFile, write_records
+from dlperf.train.architecture import parameter_count
 from dlperf.train.pytorch.data import RecordDataset, ShardSampler, classes_in
 from dlperf.train.pytorch.dist import LaunchError, placement
 from dlperf.train.pytorch.model import Bottleneck, build_model, decay_groups
@@ -23,6 +24,21 @@ def trainable(model) -> int:
 )
 def test_models_have_the_published_parameter_counts(name, count):
     assert trainable(build_model(name, 1000, 1.0)) == count
+
+
+@pytest.mark.parametrize(
+    ("name", "classes", "width"),
+    [
+        ("resnet50_v1.5", 1000, 1.0),
+        ("resnet18_v1.5", 10, 0.125),
+        ("resnet34_v1.5", 7, 0.3),
+        ("resnet101_v1.5", 100, 0.25),
+        ("resnet50_v1.5", 10, 0.05),
+    ],
+)
+def test_the_framework_free_parameter_count_is_the_engines(name, classes, width):
+    # what `dlperf model` takes as the gradients one allreduce moves
+    assert parameter_count(name, classes, width) == trainable(build_model(name, classes, width))
 
 
 def test_downsampling_bottleneck_strides_on_the_3x3_convolution():

@@ -102,6 +102,14 @@ def test_the_command_prints_its_inputs_and_writes_json(tmp_path):
     assert record["inputs"]["epochs"] == {"1": 61, "2": 62, "4": 65, "8": 81}
 
 
+def test_a_narrow_model_moves_its_own_gradients():
+    # ResNet-18 at width 0.125 with 10 classes (the virtual cluster's): 177,362 parameters
+    proc = dlperf("--node-throughput", "45", "--model", "resnet18_v1.5", "--width-multiplier",
+                  "0.125", "--classes", "10", "--precision", "float32", "--gpus-per-node", "1",
+                  "--batch-per-gpu", "16", "--nodes", "1,2")  # fmt: skip
+    assert "gradients 0.7 MB" in proc.stdout.splitlines()[0], proc.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -110,6 +118,7 @@ def test_the_command_prints_its_inputs_and_writes_json(tmp_path):
         (["--node-throughput", "10", "--overlap", "2"], "--overlap 2.0"),
         (["--node-throughput", "10", "--epochs", "1=x"], "--epochs '1=x'"),
         (["--node-throughput", "10", "--model", "vgg"], "--model vgg"),
+        (["--node-throughput", "10", "--width-multiplier", "0"], "--width-multiplier 0.0"),
         (
             ["--node-throughput", "10", "--allreduce", "/nonexistent.json"],
             "--allreduce /nonexistent",
