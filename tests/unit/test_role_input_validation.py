@@ -297,6 +297,12 @@ CASES = [
         "slurm_extra_config keys ['Node Name']",
     ),
     ("slurm-unknown-mpi", "slurm", {"slurm_mpi_default": "openmpi"}, "slurm_mpi_default"),
+    (
+        "slurm-accounting-without-password",
+        "slurm",
+        {"slurm_accounting": True},
+        "slurm_accounting needs slurm_accounting_db_password",
+    ),
 ]
 
 

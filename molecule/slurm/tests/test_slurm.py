@@ -78,6 +78,26 @@ def test_a_batch_job_runs_to_completion_as_the_benchmark_user(podman):
     assert f"UserId={USER}(" in state
     node = re.search(r"BatchHost=(\S+)", state).group(1)
     assert podman(node).check_output(f"cat /tmp/job-{job}.out") == USER
+    # and accounting recorded it (slurmdbd, MariaDB): the job's end reaches it asynchronously
+    for _ in range(30):
+        record = as_user(
+            head, f"sacct --noheader --parsable2 -X -j {job} -o JobID,User,State,ExitCode"
+        )
+        if "COMPLETED" in record.stdout:
+            break
+        time.sleep(1)
+    assert record.stdout.strip() == f"{job}|{USER}|COMPLETED|0:0", record.stdout + record.stderr
+
+
+def test_accounting_knows_the_cluster_and_keeps_its_password_to_slurm(podman):
+    head = podman(HEAD)
+    conf = head.file("/etc/slurm/slurmdbd.conf")
+    assert (conf.user, conf.mode) == ("slurm", 0o600)
+    clusters = head.check_output("sacctmgr --noheader --parsable2 list cluster format=cluster")
+    assert clusters.split() == ["dlperf"]
+    slurm_conf = head.file("/etc/slurm/slurm.conf").content_string
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in slurm_conf
+    assert "AccountingStorageHost=slurm-head" in slurm_conf
 
 
 @pytest.mark.parametrize("launch", ["srun", "mpirun"])
