@@ -151,7 +151,7 @@ run_scenario() {
 # gain little). Every scenario has its own containers, network and subnet, so they cannot meet. With more than one job, each
 # scenario's output is kept in a file and printed whole when it ends. The longest scenarios are
 # started first (the order below), the rest in name order.
-MOLECULE_FIRST=(dl_stack common ipoib)
+MOLECULE_FIRST=(dl_stack slurm common ipoib)
 tier_molecule() {
   local image rc=0 scenario pid jobs=${MOLECULE_JOBS:-2} logs
   wait_bg test-image
