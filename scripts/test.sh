@@ -3,7 +3,7 @@
 # an earlier one failed (so one run shows everything that is wrong); the exit status is
 # non-zero when any tier failed.
 #
-# Usage: scripts/test.sh [TIER ...]      tiers: lint unit training molecule e2e (default: all)
+# Usage: scripts/test.sh [TIER ...]      tiers: lint unit training molecule rehearsal e2e (default: all)
 # Env:   MOLECULE_SCENARIOS="common nfs_server"   run only these scenarios
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG="$root/ansible.cfg"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
 tiers=("$@")
-((${#tiers[@]})) || tiers=(lint unit training molecule e2e)
+((${#tiers[@]})) || tiers=(lint unit training molecule rehearsal e2e)
 
 declare -a summary=()
 failed=0
@@ -49,6 +49,12 @@ tier_lint() {
 # Unit tests are independent (each in its own tmp_path): one worker per core.
 tier_unit() { pytest -q -n auto tests/unit; }
 tier_training() { pytest -q tests/training; }
+# The reference inventory's site.yml, validate.yml and benchmark.yml --check on nine systemd
+# containers (-s: the runs print their wall times).
+tier_rehearsal() {
+  wait_bg test-image
+  pytest -q -s tests/rehearsal
+}
 # The virtual cluster on QEMU VMs (-s: the phases print their wall times).
 tier_e2e() {
   wait_bg vm-image
@@ -196,7 +202,7 @@ if ((failed)); then
   echo "bootstrap failed: no tier can run" >&2
   exit 1
 fi
-if [[ " ${tiers[*]} " == *" molecule "* ]]; then
+if [[ " ${tiers[*]} " == *" molecule "* || " ${tiers[*]} " == *" rehearsal "* ]]; then
   start_bg test-image scripts/build-test-image.sh
 fi
 for tier in "${tiers[@]}"; do
@@ -204,8 +210,8 @@ for tier in "${tiers[@]}"; do
     start_bg vm-image ansible-playbook -i inventory/virtual playbooks/virtual_cluster.yml -e state=image
   fi
   case $tier in
-    lint | unit | training | molecule | e2e) run_tier "$tier" "tier_$tier" ;;
-    *) echo "unknown tier '$tier' (known: lint unit training molecule e2e)" >&2; exit 2 ;;
+    lint | unit | training | molecule | rehearsal | e2e) run_tier "$tier" "tier_$tier" ;;
+    *) echo "unknown tier '$tier' (known: lint unit training molecule rehearsal e2e)" >&2; exit 2 ;;
   esac
 done
 

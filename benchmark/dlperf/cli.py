@@ -90,6 +90,11 @@ def _sweep_parser(sub) -> None:
     p.add_argument("--telemetry-interval", type=float, default=1.0, help="seconds between samples")
     p.add_argument("--timeout", type=int, default=24 * 3600, help="seconds per point")
     p.add_argument("--quiet", action="store_true", help="plain lines instead of a progress display")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print each point's launch command (sbatch and srun, or horovodrun); start nothing",
+    )
 
 
 def _allreduce_parser(sub) -> None:
@@ -203,7 +208,7 @@ def run_telemetry(args) -> int:
 def run_sweep_command(args, train_args: list[str]) -> int:
     import time
 
-    from dlperf.sweep import SweepConfig, SweepError, parse_nodes, run_sweep
+    from dlperf.sweep import SweepConfig, SweepError, parse_nodes, plan_sweep, run_sweep
 
     try:
         cfg = SweepConfig(
@@ -222,6 +227,9 @@ def run_sweep_command(args, train_args: list[str]) -> int:
             gpus_per_node=args.gpus_per_node,
             sbatch_args=args.sbatch_args,
         )
+        if args.dry_run:
+            print("\n".join(plan_sweep(cfg)))
+            return 0
         if args.quiet:
             outcome = run_sweep(
                 cfg, lambda n, s: print(f"sweep {cfg.run_id}: {n} node(s): {s}", flush=True)

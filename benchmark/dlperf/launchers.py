@@ -95,8 +95,9 @@ class Telemetry:
                 proc.kill()
 
 
-def run_horovod(cfg, nodes: int, partial: Path, log: Path) -> Launch:
-    """`local` and `hosts`: horovodrun here, over this machine or over --hosts."""
+def horovod_command(cfg, nodes: int, partial: Path) -> tuple[list[str], list[str], str, str | None]:
+    """`local` and `hosts`: (horovodrun's command, the point's hosts, its host list, the
+    network interface it is given)."""
     if cfg.launcher == "local":
         node_hosts = ["localhost"]
         hostlist = f"localhost:{nodes * cfg.procs_per_node}"
@@ -116,6 +117,12 @@ def run_horovod(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         controller=cfg.controller,
         network_interface=interface,
     )
+    return cmd, node_hosts, hostlist, interface
+
+
+def run_horovod(cfg, nodes: int, partial: Path, log: Path) -> Launch:
+    """`local` and `hosts`: horovodrun here, over this machine or over --hosts."""
+    cmd, node_hosts, hostlist, interface = horovod_command(cfg, nodes, partial)
     # On one host a port free now: points, and tests beside each other, never share one.
     port = free_port() if cfg.launcher == "local" else None
     env = job_environment(
@@ -291,6 +298,18 @@ def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
 
 def cancel(job_id: str) -> None:
     subprocess.run(["scancel", job_id], check=False, timeout=60, capture_output=True)
+
+
+def plan(cfg, nodes: int, partial: Path) -> list[str]:
+    """What `run` would start for this point, as command lines (nothing is started)."""
+    if cfg.launcher == "slurm":
+        script = batch_script(cfg, nodes, partial)
+        directives = [
+            line.split(None, 1)[1] for line in script.splitlines() if line.startswith("#SBATCH")
+        ]
+        ranks = next(line for line in script.splitlines() if line.startswith("srun --mpi="))
+        return [shlex.join(["sbatch", *directives, str(partial / "job.sh")]), f"  ranks: {ranks}"]
+    return [shlex.join(horovod_command(cfg, nodes, partial)[0])]
 
 
 def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:

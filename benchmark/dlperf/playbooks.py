@@ -55,11 +55,16 @@ def run_playbook(
     artifacts_dir: Path | None = None,
     strategy: str | None = None,
     on_task: Callable[[str], None] | None = None,
+    on_result: Callable[[dict], None] | None = None,
+    check: bool = False,
+    envvars: dict | None = None,
 ) -> PlaybookResult:
     """Run PROJECT_DIR/PLAYBOOK against INVENTORY (relative to PROJECT_DIR or absolute).
 
     strategy: an Ansible strategy plugin (mitogen_linear for the virtual cluster).
-    on_task is called with each task's name as it starts (for progress displays)."""
+    on_task is called with each task's name as it starts (for progress displays); on_result
+    with the event data (host, task, res) of each task result on a host. check: check mode.
+    envvars: more environment for ansible-playbook (ANSIBLE_* settings)."""
     import ansible_runner
 
     project_dir = Path(project_dir).resolve()
@@ -73,10 +78,13 @@ def run_playbook(
     }
     if strategy:
         env["ANSIBLE_STRATEGY"] = strategy
+    env.update(envvars or {})
 
     def handler(event: dict) -> bool:
         if on_task and event.get("event") == "playbook_on_task_start":
             on_task(event.get("event_data", {}).get("task", ""))
+        if on_result and event.get("event") in ("runner_on_ok", "runner_on_failed"):
+            on_result(event.get("event_data", {}))
         return True
 
     start = time.monotonic()
@@ -87,6 +95,7 @@ def run_playbook(
         inventory=str(project_dir / inventory),
         extravars=extravars or {},
         envvars=env,
+        cmdline="--check" if check else None,
         quiet=True,
         event_handler=handler,
     )

@@ -180,6 +180,24 @@ def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
             signal.signal(signal.SIGTERM, previous)
 
 
+def plan_sweep(cfg: SweepConfig) -> list[str]:
+    """The sweep's points and what each would launch, as lines; nothing is started or written
+    (`dlperf sweep --dry-run`, and benchmark.yml in check mode)."""
+    validate(cfg)
+    root = cfg.results / cfg.run_id
+    lines = [
+        f"sweep {cfg.run_id}: {cfg.launcher} launcher, nodes {','.join(map(str, cfg.nodes))}, "
+        f"{cfg.procs_per_node} process(es) per node, results in {root}"
+    ]
+    for n in cfg.nodes:
+        if is_complete(point_dir(root, n)):
+            lines.append(f"{n} node(s): complete, kept")
+            continue
+        first, *rest = launchers.plan(cfg, n, root / f".{n}nodes.partial")
+        lines += [f"{n} node(s): {first}", *rest]
+    return lines
+
+
 def _run_points(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
     outcome: dict[int, str] = {}
     for n in cfg.nodes:

@@ -39,6 +39,19 @@ def test_cuda_without_gpu_installs_no_driver_and_says_why(run_playbook):
     assert "cuda : Decide about the driver" in ran
 
 
+def test_cuda_without_gpu_gets_no_part_and_no_package_source_by_default(run_playbook):
+    # The reference's settings (NVIDIA's repository, every part): none of it on a GPU-less host.
+    run = run_playbook(apply_role("cuda"), inventory(), {})
+    assert run.rc == 0, run.failed_tasks()
+    [note] = [m for m in messages(run) if m.startswith("NO GPU:")]
+    assert "none without a GPU (cuda_install_without_gpu: false)" in note, note
+    ran = [name for name, _, res in run.task_results() if not res.get("skipped")]
+    for task in ("Fetch the repository's signing key", "Add the package source (nvidia)"):
+        assert f"cuda : {task}" not in ran, ran
+    assert not any(name.startswith("cuda : Install the CUDA parts") for name in ran), ran
+    assert run.stats["localhost"]["changed"] == 0
+
+
 def test_cuda_required_without_gpu_fails_naming_the_setting(run_playbook):
     run = run_playbook(apply_role("cuda"), inventory(), {"cuda_required": True})
     assert run.rc != 0

@@ -78,3 +78,44 @@ def test_bad_slurm_input_is_refused_naming_the_flag(change, needle):
 )
 def test_a_jobs_end_becomes_the_points_exit_status(state, rc):
     assert exit_status(state) == rc
+
+
+def test_a_dry_run_prints_each_points_sbatch_and_ranks_and_writes_nothing(tmp_path, monkeypatch):
+    from dlperf.sweep import plan_sweep
+
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")  # sbatch "installed"
+    lines = plan_sweep(config(results=tmp_path / "results", gpus_per_node=4))
+    assert lines[0].startswith("sweep r1: slurm launcher, nodes 1,2,4,8, 4 process(es) per node")
+    sbatch = [line for line in lines if " node(s): sbatch " in line]
+    assert [line.split()[0] for line in sbatch] == ["1", "2", "4", "8"]
+    assert "--nodes=8" in sbatch[-1].split() and "--gres=gpu:4" in sbatch[-1].split()
+    assert sbatch[0].endswith(f"{tmp_path}/results/r1/.1nodes.partial/job.sh")
+    ranks = [line for line in lines if line.startswith("  ranks: ")]
+    assert len(ranks) == 4 and ranks[0].startswith("  ranks: srun --mpi=pmix --kill-on-bad-exit=1 ")
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_dry_run_of_the_hosts_launcher_gives_each_host_its_slots_and_keeps_complete_points(
+    tmp_path,
+):
+    from dlperf.sweep import plan_sweep
+
+    done = tmp_path / "r1" / "1nodes"
+    done.mkdir(parents=True)
+    (done / "result.json").write_text('{"status": "ok"}')
+    hosts = ["c4140-01", "c4140-02", "c4140-03"]
+    cfg = config(
+        launcher="hosts", hosts=hosts, nodes=[1, 3], results=tmp_path, network_interface="ib0"
+    )
+    lines = plan_sweep(cfg)
+    assert lines[1] == "1 node(s): complete, kept"
+    assert lines[2].startswith("3 node(s): horovodrun -np 12 -H c4140-01:4,c4140-02:4,c4140-03:4 ")
+    assert "--network-interface ib0" in lines[2]
+    assert sorted(p.name for p in (tmp_path / "r1").iterdir()) == ["1nodes"]
+
+
+def test_a_dry_run_checks_its_input_as_a_run_does(tmp_path):
+    from dlperf.sweep import plan_sweep
+
+    with pytest.raises(SweepError, match="--nodes 4: only 2 hosts"):
+        plan_sweep(config(launcher="hosts", hosts=["a", "b"], nodes=[4], results=tmp_path))

@@ -1,4 +1,5 @@
-"""cuda on a node without a GPU: pinned runtime from the configured source, no driver."""
+"""cuda on nodes without a GPU: the pinned runtime from the configured source where asked for
+(cuda01), nothing at all by default (cuda02), and never a driver."""
 
 from __future__ import annotations
 
@@ -28,3 +29,10 @@ def test_the_pinned_cuda_runtime_is_installed(node):
 )
 def test_no_driver_without_a_gpu(node, pkg):
     assert not node.package(pkg).is_installed
+
+
+def test_by_default_a_node_without_a_gpu_gets_no_cuda_part_and_no_source(podman):
+    node = podman("cuda02")
+    assert not node.file("/etc/apt/sources.list.d/dlperf-cuda.sources").exists
+    assert not node.package("libcudart11.0").is_installed
+    assert not node.package("nvidia-driver").is_installed
