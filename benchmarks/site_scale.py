@@ -12,7 +12,7 @@ tasks). Every setting shares ansible.cfg's forks (25) and fact cache. The first 
 with --first (default linear); a run that fails is listed with the tasks that failed and the
 next one goes on.
 
-    .venv/bin/python benchmarks/site_scale.py                       # 1+2, 1+4, 1+8; ~40 min
+    .venv/bin/python benchmarks/site_scale.py                       # 1+2, 1+4, 1+8; ~30 min
     .venv/bin/python benchmarks/site_scale.py --sizes 2 --settings linear,mitogen --json out.json
 Needs root podman (scripts/bootstrap.sh installs it) and the test image (built on first use).
 """

@@ -101,9 +101,12 @@ def test_names_resolve_to_the_ipoib_addresses_everywhere(cluster, first):
 
 
 def test_the_benchmark_user_reaches_every_node_by_ssh(cluster, first):
-    loop = "for h in " + " ".join(ALL) + "; do ssh -o BatchMode=yes $h hostname; done"
+    # Same uid everywhere (files on the shared export), keys trusted both ways, no password.
+    loop = "for h in " + " ".join(ALL) + "; do ssh -o BatchMode=yes $h 'hostname; id -u'; done"
     out = cluster.exec("c4140-01", "runuser", "-u", "dlperf", "--", "bash", "-c", loop)
-    assert out.stdout.split() == ALL
+    assert out.stdout.split() == [x for host in ALL for x in (host, "2001")]
+    sshd = cluster.exec("c4140-04", "sshd", "-T").stdout.splitlines()
+    assert "passwordauthentication no" in sshd and "kbdinteractiveauthentication no" in sshd
 
 
 def test_compute_nodes_take_time_from_the_head(cluster, first):
