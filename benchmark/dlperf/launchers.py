@@ -169,7 +169,7 @@ srun --overlap --mpi=none --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --
 telemetry=$!
 exec 3>"$stop"
 rm -f "$stop"
-srun --mpi={mpi} --kill-on-bad-exit=1 {train}
+{ranks}
 rc=$?
 exec 3>&-
 for _ in $(seq 60); do kill -0 "$telemetry" 2>/dev/null || break; sleep 1; done
@@ -192,25 +192,28 @@ def slurm_directives(cfg, nodes: int, partial: Path) -> list[str]:
     ]
     if cfg.gpus_per_node > 0:
         lines.append(f"--gres=gpu:{cfg.gpus_per_node}")
-    lines += cfg.sbatch_args
-    return [f"#SBATCH {line}" for line in lines]
+    return lines + cfg.sbatch_args
 
 
-def batch_script(cfg, nodes: int, partial: Path) -> str:
+def srun_ranks(cfg, partial: Path) -> str:
+    """The batch script's step that starts the ranks."""
     train = [dlperf_binary(), "train", *cfg.train_args, "--output", str(partial)]
     # Horovod (mxnet) joins through MPI: srun hands each rank its place over PMIx. PyTorch reads
     # SLURM_PROCID/SLURM_NTASKS and meets at MASTER_ADDR.
     mpi = "pmix" if train_flag(cfg.train_args, "--backend", "mxnet") == "mxnet" else "none"
+    return f"srun --mpi={mpi} --kill-on-bad-exit=1 {shlex.join(train)}"
+
+
+def batch_script(cfg, nodes: int, partial: Path) -> str:
     return BATCH_SCRIPT.format(
-        directives="\n".join(slurm_directives(cfg, nodes, partial)),
+        directives="\n".join(f"#SBATCH {d}" for d in slurm_directives(cfg, nodes, partial)),
         run_id=cfg.run_id,
         bindir=shlex.quote(str(Path(sys.executable).parent)),
         port=free_port(),
         telemetry=shlex.quote(str(partial / "telemetry")),
         dlperf=shlex.quote(dlperf_binary()),
         interval=cfg.telemetry_interval,
-        mpi=mpi,
-        train=shlex.join(train),
+        ranks=srun_ranks(cfg, partial),
     )
 
 
@@ -303,12 +306,8 @@ def cancel(job_id: str) -> None:
 def plan(cfg, nodes: int, partial: Path) -> list[str]:
     """What `run` would start for this point, as command lines (nothing is started)."""
     if cfg.launcher == "slurm":
-        script = batch_script(cfg, nodes, partial)
-        directives = [
-            line.split(None, 1)[1] for line in script.splitlines() if line.startswith("#SBATCH")
-        ]
-        ranks = next(line for line in script.splitlines() if line.startswith("srun --mpi="))
-        return [shlex.join(["sbatch", *directives, str(partial / "job.sh")]), f"  ranks: {ranks}"]
+        sbatch = ["sbatch", *slurm_directives(cfg, nodes, partial), str(partial / "job.sh")]
+        return [shlex.join(sbatch), f"  ranks: {srun_ranks(cfg, partial)}"]
     return [shlex.join(horovod_command(cfg, nodes, partial)[0])]
 
 

@@ -150,11 +150,10 @@ class Cluster:
         self.known_hosts.write_text("".join(keys[ip] for ip in ips))
 
     def down(self) -> None:
-        names = [self.container(h) for h in self.hosts]
         existing = run(
             "podman", "ps", "-aq", "--filter", f"name=^{PREFIX}", check=False
         ).stdout.split()
-        if existing or names:
+        if existing:
             run("podman", "rm", "-f", "-t", "0", *existing, check=False)
         run("podman", "volume", "rm", "-f", VOLUME, check=False)
         run("podman", "network", "rm", "-f", NETWORK, check=False)
