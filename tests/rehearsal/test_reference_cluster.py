@@ -162,6 +162,10 @@ def test_validate_fails_the_missing_hardware_by_name_and_passes_the_rest(validat
     assert {
         r["check"] for r in rows if r["node"].startswith("slurm") or "Slurm" in r["check"]
     } <= passed
+    # Every node has an iDRAC address but no vault here: the BIOS rows say what is missing.
+    bios = [r for r in rows if r["check"] == "BIOS profile"]
+    assert {r["node"] for r in bios} == set(ALL), bios
+    assert all(r["status"] == "skip" and "bmc_password not set" in r["detail"] for r in bios)
 
 
 def sweep_plans(cluster, extravars):

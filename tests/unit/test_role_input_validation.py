@@ -303,6 +303,20 @@ CASES = [
         {"slurm_accounting": True},
         "slurm_accounting needs slurm_accounting_db_password",
     ),
+    ("bmc-no-password", "bmc", {"bmc_address": "198.19.1.101"}, "a bmc_password (it is empty"),
+    (
+        "bmc-url-as-address",
+        "bmc",
+        {"bmc_address": "https://idrac-01", "bmc_password": "x"},
+        "give bmc_address as host or host:port (now 'https://idrac-01')",
+    ),
+    (
+        "bmc-virtual-media-without-url",
+        "bmc",
+        {"bmc_one_time_boot": "virtual_media"},
+        "needs bmc_virtual_media_url",
+    ),
+    ("bmc-missing-ca", "bmc", {"bmc_ca_path": "/nonexistent/ca.pem"}, "'/nonexistent/ca.pem'"),
 ]
 
 
