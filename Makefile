@@ -1,5 +1,5 @@
 # Thin entry points; the logic lives in scripts/ and playbooks/.
-.PHONY: test lint unit bmc training molecule rehearsal e2e bootstrap reproduce cluster-up cluster-deploy reproduce-down clean help
+.PHONY: test lint unit package bmc training molecule rehearsal e2e bootstrap reproduce cluster-up cluster-deploy reproduce-down clean help
 
 INVENTORY ?=
 RUN_ID ?=
@@ -7,15 +7,15 @@ RUN_ID ?=
 help:
 	@echo "make reproduce   deploy + benchmark + report (virtual cluster by default; INVENTORY=... for a real one;"
 	@echo "                 EXTRA_VARS=\"k=v @file.yml\" for every playbook)"
-	@echo "make test        install what is needed and run every test tier (lint, unit, bmc, training, molecule, rehearsal, e2e)"
-	@echo "make lint | unit | bmc | training | molecule | rehearsal | e2e   one tier;  make bootstrap   only install"
+	@echo "make test        install what is needed and run every test tier (lint, unit, package, bmc, training, molecule, rehearsal, e2e)"
+	@echo "make lint | unit | package | bmc | training | molecule | rehearsal | e2e   one tier;  make bootstrap   only install"
 	@echo "make cluster-up  boot the virtual cluster (1 head + 2 compute VMs);  make cluster-deploy  site.yml on it"
 	@echo "make reproduce-down  remove the virtual cluster (the cached VM image stays)"
 
 test:
 	scripts/test.sh
 
-lint unit bmc training molecule rehearsal e2e:
+lint unit package bmc training molecule rehearsal e2e:
 	scripts/test.sh $@
 
 bootstrap:

@@ -31,9 +31,9 @@ head -n 3 "$out/fixture/query.csv"
 
 step "gpu_facts"
 if "$python" -c 'import ansible' 2>/dev/null; then
-  ANSIBLE_LIBRARY="$root/plugins/modules" ANSIBLE_MODULE_UTILS="$root/plugins/module_utils" \
+  ANSIBLE_COLLECTIONS_PATH="$root/collections" \
     ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0 LC_ALL=C.UTF-8 \
-    "$python" -m ansible.cli.adhoc localhost -c local -m gpu_facts \
+    "$python" -m ansible.cli.adhoc localhost -c local -m dlperf.cluster.gpu_facts \
     -e "ansible_python_interpreter=$(command -v "$python")" -o >"$out/runs/gpu_facts.txt" 2>&1
   echo "ansible gpu_facts rc=$?"
 else

@@ -25,10 +25,11 @@ if [[ ${1:-} == --dl-stack ]]; then
   [[ $venv == /*/* ]] || { echo "build-vm-image: VENV '$venv' is not an absolute path below a directory" >&2; exit 2; }
   [[ $owner =~ ^[0-9]+:[0-9]+$ ]] || { echo "build-vm-image: UID:GID '$owner' is not numeric" >&2; exit 2; }
   [[ -f $horovod && $horovod == *.whl ]] || { echo "build-vm-image: HOROVOD_WHEEL '$horovod' is not a wheel file" >&2; exit 2; }
-  # The pins: dlperf's train and cpu extras, from the one pin table.
+  # The pins: dlperf's own dependencies and its train and cpu extras, from the one pin table.
   pins=$(cd "$(dirname "$0")/.." && "$host_python" -c 'import tomllib
-extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
-print(" ".join(extras["train"] + extras["cpu"]))') \
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = project["optional-dependencies"]
+print(" ".join(project["dependencies"] + extras["train"] + extras["cpu"]))') \
     || { echo "build-vm-image: PYTHON '$host_python' could not read the pins from pyproject.toml" >&2; exit 2; }
 fi
 (($#)) || { echo "$usage" >&2; exit 2; }

@@ -3,7 +3,7 @@
 # an earlier one failed (so one run shows everything that is wrong); the exit status is
 # non-zero when any tier failed.
 #
-# Usage: scripts/test.sh [TIER ...]      tiers: lint unit bmc training molecule rehearsal e2e (default: all)
+# Usage: scripts/test.sh [TIER ...]      tiers: lint unit package bmc training molecule rehearsal e2e (default: all)
 # Env:   MOLECULE_SCENARIOS="common nfs_server"   run only these scenarios
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG="$root/ansible.cfg"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
 tiers=("$@")
-((${#tiers[@]})) || tiers=(lint unit bmc training molecule rehearsal e2e)
+((${#tiers[@]})) || tiers=(lint unit package bmc training molecule rehearsal e2e)
 
 declare -a summary=()
 failed=0
@@ -48,6 +48,9 @@ tier_lint() {
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 # Unit tests are independent (each in its own tmp_path): one worker per core.
 tier_unit() { pytest -q -n auto tests/unit; }
+# The dlperf.cluster collection built, installed and used by FQCN outside the checkout, with
+# ansible-test sanity; the dlperf wheel alone in an empty venv.
+tier_package() { pytest -q tests/package; }
 # The bmc role and playbook against three Redfish emulators over HTTPS (sushy-tools).
 tier_bmc() { pytest -q tests/bmc; }
 tier_training() { pytest -q tests/training; }
@@ -212,8 +215,8 @@ for tier in "${tiers[@]}"; do
     start_bg vm-image ansible-playbook -i inventory/virtual playbooks/virtual_cluster.yml -e state=image
   fi
   case $tier in
-    lint | unit | bmc | training | molecule | rehearsal | e2e) run_tier "$tier" "tier_$tier" ;;
-    *) echo "unknown tier '$tier' (known: lint unit bmc training molecule rehearsal e2e)" >&2; exit 2 ;;
+    lint | unit | package | bmc | training | molecule | rehearsal | e2e) run_tier "$tier" "tier_$tier" ;;
+    *) echo "unknown tier '$tier' (known: lint unit package bmc training molecule rehearsal e2e)" >&2; exit 2 ;;
   esac
 done
 

@@ -73,9 +73,7 @@ def run_playbook(tmp_path):
         cfg.write_text(
             "[defaults]\n"
             f"roles_path = {REPO / 'roles'}\n"
-            f"filter_plugins = {REPO / 'plugins' / 'filter'}\n"
-            f"library = {REPO / 'plugins' / 'modules'}\n"
-            f"module_utils = {REPO / 'plugins' / 'module_utils'}\n"
+            f"collections_path = {REPO / 'collections'}\n"
             "stdout_callback = ansible.posix.json\n"
             "interpreter_python = auto_silent\n"
             "nocolor = true\n"

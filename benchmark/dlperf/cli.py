@@ -139,6 +139,48 @@ def _report_parser(sub) -> None:
     )
 
 
+# One example per command, printed at the end of its --help (a unit test parses each one).
+EXAMPLES = {
+    ("train",): "dlperf train --data /mnt/isilon/imagenet/train.rec "
+    "--val-data /mnt/isilon/imagenet/val.rec --mode tta --output results/rn50-1node",
+    ("data", "prepare"): "dlperf data prepare /data/imagenet/train --resize 256 "
+    "--output /mnt/isilon/imagenet/train.rec",
+    ("data", "digits"): "dlperf data digits --output data/digits",
+    ("telemetry",): "dlperf telemetry --output c4140-01.jsonl --interval 1 --duration 600",
+    ("sweep",): "dlperf sweep --launcher slurm --nodes 1,2,4,8 --procs-per-node 4 "
+    "--gpus-per-node 4 --run-id run1 --dry-run --data /mnt/isilon/imagenet/train.rec",
+    ("report",): "dlperf report results/run1/throughput --tta results/run1/tta "
+    "--output results/run1/report",
+    ("allreduce",): "horovodrun -np 8 -H c4140-01:4,c4140-02:4 dlperf allreduce --megabytes 64",
+    ("model",): "dlperf model --node-throughput 5400 --gpus-per-node 4 --nodes 1,2,4,8 "
+    "--fabric edr",
+    ("reproduce",): "dlperf reproduce --inventory inventory/reference --run-id run1",
+}
+
+
+class _KeepExamples(argparse.HelpFormatter):
+    """Prints an `example:` epilog as written, so the command can be copied whole."""
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith("example:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def subcommand(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> argparse.ArgumentParser:
+    for name in path:
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = action.choices[name]
+    return parser
+
+
+def _add_examples(parser: argparse.ArgumentParser) -> None:
+    for path, example in EXAMPLES.items():
+        p = subcommand(parser, path)
+        p.epilog = f"example:\n  {example}"
+        p.formatter_class = type("Formatter", (_KeepExamples, p.formatter_class), {})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dlperf",
@@ -162,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _model_parser(sub)
     _reproduce_parser(sub)
+    _add_examples(parser)
     return parser
 
 

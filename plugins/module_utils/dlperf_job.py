@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 
 def total_slots(hosts: str) -> int:
@@ -108,6 +109,22 @@ def job_environment(base: dict, extra: dict | None = None, defaults: dict | None
     env = {**GLOO_TIMEOUT_DEFAULT, **(defaults or {}), **base}
     env.update({k: str(v) for k, v in (extra or {}).items()})
     return env
+
+
+def run_logged(cmd: list[str], log: str, env: dict, cwd: str, timeout: int) -> int | None:
+    """Run CMD in its own session with stdout and stderr into LOG; its return code, or None
+    when it ran past TIMEOUT seconds and its whole process group (launcher and ranks) was killed.
+    """
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+        )
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            return None
 
 
 def read_result(output: str) -> dict | None:

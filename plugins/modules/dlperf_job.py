@@ -14,7 +14,7 @@ description:
   - On failure the message carries the tail of the job's log. In check mode the command it
     would run is returned and nothing is started.
 version_added: "0.1.0"
-author: dlperf-cluster
+author: dlperf-cluster maintainers (@dlperf-cluster)
 options:
   hosts:
     description: Host list with slots, C(node1:4,node2:4) (see the C(dlperf_hostlist) filter).
@@ -73,6 +73,7 @@ options:
 attributes:
   check_mode:
     support: full
+    description: In check mode the launch command is worked out and returned; nothing is started.
 """
 
 EXAMPLES = r"""
@@ -116,16 +117,16 @@ elapsed_s:
 """
 
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.dlperf_job import (  # noqa: E402
+from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_job import (  # noqa: E402
     job_environment,
     launch_command,
     log_tail,
     read_result,
     rendezvous_environment,
+    run_logged,
     summarise,
 )
 
@@ -184,22 +185,15 @@ def main() -> None:
         defaults=rendezvous_environment(p["hosts"], p["network_interface"]),
     )
     start = time.monotonic()
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=output, start_new_session=True
+    rc = run_logged(cmd, log, env, output, p["timeout"])
+    if rc is None:
+        module.fail_json(
+            msg=f"job exceeded timeout={p['timeout']}s and was killed; log tail:\n{log_tail(log)}",
+            cmd=cmd,
+            log=log,
+            result_file=result_file,
+            rc=-9,
         )
-        try:
-            rc = proc.wait(timeout=p["timeout"])
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-            module.fail_json(
-                msg=f"job exceeded timeout={p['timeout']}s and was killed; log tail:\n{log_tail(log)}",
-                cmd=cmd,
-                log=log,
-                result_file=result_file,
-                rc=-9,
-            )
     elapsed = time.monotonic() - start
     data = read_result(output)
     common = {"cmd": cmd, "log": log, "result_file": result_file, "rc": rc, "elapsed_s": elapsed}

@@ -16,7 +16,7 @@ description:
     C(direct_one_cpu), C(single_gpu), C(none).
   - A node without GPUs or without a working driver is not a failure - C(gpu_present=false).
 version_added: "0.1.0"
-author: dlperf-cluster
+author: dlperf-cluster maintainers (@dlperf-cluster)
 options:
   nvidia_smi:
     description: Path or name of the nvidia-smi binary.
@@ -33,6 +33,7 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Only reads; the same in check mode.
 notes:
   - Only reads; safe in check mode.
 """
@@ -104,7 +105,7 @@ message:
 import shutil  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.dlperf_gpu import (  # noqa: E402
+from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_gpu import (  # noqa: E402
     LAYOUTS,
     QUERY_ARGS,
     classify,

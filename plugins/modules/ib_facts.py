@@ -16,7 +16,7 @@ description:
   - Reads C(/sys/class/net) for IPoIB interfaces (type 32) with their mode and MTU.
   - No RDMA device is not a failure - C(ib_present=false).
 version_added: "0.1.0"
-author: dlperf-cluster
+author: dlperf-cluster maintainers (@dlperf-cluster)
 options:
   sysfs_root:
     description: Directory under which C(sys/class/...) is read (tests point it at a captured tree).
@@ -25,6 +25,7 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Only reads; the same in check mode.
 """
 
 EXAMPLES = r"""
@@ -44,7 +45,11 @@ ib_present:
   type: bool
   returned: always
 devices:
-  description: RDMA devices with name, firmware, node_type, node_guid, board_id, parent_netdev, soft_roce and ports (state, phys_state, rate, rate_gbps, link_layer, lid, gids, counters with port_xmit_bytes/port_rcv_bytes/packets).
+  description:
+    - RDMA devices with name, firmware, node_type, node_guid, board_id, parent_netdev, soft_roce
+      and ports.
+    - Each port has state, phys_state, rate, rate_gbps, link_layer, lid, gids and counters with
+      port_xmit_bytes, port_rcv_bytes and the packet counts.
   type: list
   elements: dict
   returned: always
@@ -56,7 +61,10 @@ ipoib:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.dlperf_ib import read_devices, read_ipoib  # noqa: E402
+from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_ib import (  # noqa: E402
+    read_devices,
+    read_ipoib,
+)
 
 
 def main() -> None:

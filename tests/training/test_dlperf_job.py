@@ -49,7 +49,7 @@ def job(run_playbook, output: Path, check: bool, **options):
             "tasks": [
                 {
                     "name": "Run dlperf_job",
-                    "dlperf_job": args,
+                    "dlperf.cluster.dlperf_job": args,
                     "environment": {"PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1"},
                 }
             ],

@@ -24,7 +24,7 @@ def gpu_facts(run_playbook, fixture: str, binary: str = FAKE_SMI, **args) -> dic
             "tasks": [
                 {
                     "name": "Run gpu_facts",
-                    "gpu_facts": {"nvidia_smi": binary, **args},
+                    "dlperf.cluster.gpu_facts": {"nvidia_smi": binary, **args},
                     "environment": {"NVSMI_FIXTURE": fixture},
                 }
             ],

@@ -29,7 +29,8 @@ def test_slots_come_from_the_host_variable(run_playbook):
     hosts = {"c4140-01": {"gpus_per_node": 4}, "c4140-02": {"gpus_per_node": 4}, "c4140-03": {}}
     rc, msg = render(
         run_playbook,
-        "{{ groups['compute'] | dlperf_hostlist(hostvars, slots_var='gpus_per_node') }}",
+        "{{ groups['compute']"
+        " | dlperf.cluster.dlperf_hostlist(hostvars, slots_var='gpus_per_node') }}",
         hosts,
     )
     assert rc == 0
@@ -41,7 +42,7 @@ def test_launch_addresses_and_a_subset_of_nodes(run_playbook):
     rc, msg = render(
         run_playbook,
         "{{ groups['compute'][:1]"
-        " | dlperf_hostlist(hostvars, default_slots=2, address_var='cluster_ip') }}",
+        " | dlperf.cluster.dlperf_hostlist(hostvars, default_slots=2, address_var='cluster_ip') }}",
         hosts,
     )
     assert rc == 0 and msg == "198.18.0.101:2"
@@ -50,7 +51,8 @@ def test_launch_addresses_and_a_subset_of_nodes(run_playbook):
 def test_bad_slot_count_names_the_host_and_variable(run_playbook):
     rc, msg = render(
         run_playbook,
-        "{{ groups['compute'] | dlperf_hostlist(hostvars, slots_var='gpus_per_node') }}",
+        "{{ groups['compute']"
+        " | dlperf.cluster.dlperf_hostlist(hostvars, slots_var='gpus_per_node') }}",
         {"n1": {"gpus_per_node": "four"}},
     )
     assert rc != 0

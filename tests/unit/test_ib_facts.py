@@ -25,7 +25,9 @@ def ib_facts(run_playbook, root: Path) -> dict:
             "name": "Gather RDMA facts",
             "hosts": "localhost",
             "gather_facts": False,
-            "tasks": [{"name": "Run ib_facts", "ib_facts": {"sysfs_root": str(root)}}],
+            "tasks": [
+                {"name": "Run ib_facts", "dlperf.cluster.ib_facts": {"sysfs_root": str(root)}}
+            ],
         }
     ]
     run = run_playbook(plays, INVENTORY, check=True)

@@ -11,7 +11,8 @@ from .test_role_input_validation import GOOD_EXPORT, apply_role, inventory, is_v
 
 def test_listify_takes_lists_comma_strings_and_single_values(run_playbook):
     expression = (
-        "{{ ['rw,sync, root_squash', ['ro'], 'nodev', none, 4] | map('dlperf_listify') | list }}"
+        "{{ ['rw,sync, root_squash', ['ro'], 'nodev', none, 4]"
+        " | map('dlperf.cluster.dlperf_listify') | list }}"
     )
     rc, msg = render(run_playbook, expression, {})
     assert rc == 0 and msg == [["rw", "sync", "root_squash"], ["ro"], ["nodev"], [], [4]], msg
@@ -20,7 +21,7 @@ def test_listify_takes_lists_comma_strings_and_single_values(run_playbook):
 def test_listify_turns_the_named_fields_of_each_item_into_lists(run_playbook):
     expression = (
         "{{ [{'path': '/a', 'options': 'rw,sync', 'clients': '198.18.0.0/24'}, {'path': '/b'}]"
-        " | dlperf_listify(['clients', 'options']) }}"
+        " | dlperf.cluster.dlperf_listify(['clients', 'options']) }}"
     )
     rc, msg = render(run_playbook, expression, {})
     assert rc == 0, msg

@@ -17,7 +17,8 @@ def test_columns_are_padded_to_the_widest_cell_and_status_is_upper_cased(run_pla
         run_playbook,
         "{{ "
         + ROWS
-        + " | dlperf_table(['status', 'check', 'node', 'detail'], upper=['status']) }}",
+        + " | dlperf.cluster.dlperf_table(['status', 'check', 'node', 'detail'],"
+        + " upper=['status']) }}",
         {},
     )
     assert rc == 0
@@ -30,6 +31,6 @@ def test_columns_are_padded_to_the_widest_cell_and_status_is_upper_cased(run_pla
 
 
 def test_a_string_is_refused(run_playbook):
-    rc, msg = render(run_playbook, "{{ 'not rows' | dlperf_table(['a']) }}", {})
+    rc, msg = render(run_playbook, "{{ 'not rows' | dlperf.cluster.dlperf_table(['a']) }}", {})
     assert rc != 0
     assert "dlperf_table expects a list of dicts" in str(msg), msg

@@ -1,0 +1,57 @@
+"""The repository as its users get it: the dlperf.cluster collection built with ansible-galaxy,
+and the dlperf wheel, each installed into an empty place outside the checkout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def version() -> str:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+
+
+@pytest.fixture(scope="session")
+def collection_tarball(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("collection-build")
+    subprocess.run(
+        [BIN / "ansible-galaxy", "collection", "build", "--output-path", out, REPO],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=out,
+    )
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    return out / f"{galaxy['namespace']}-{galaxy['name']}-{galaxy['version']}.tar.gz"
+
+
+@pytest.fixture(scope="session")
+def installed_collection(tmp_path_factory, collection_tarball) -> Path:
+    """An empty collections path with only the built collection installed into it (its
+    dependencies are the pinned ansible bundle's, found on Python's path)."""
+    path = tmp_path_factory.mktemp("collections")
+    subprocess.run(
+        [
+            BIN / "ansible-galaxy",
+            "collection",
+            "install",
+            "--offline",
+            "--no-deps",
+            "-p",
+            path,
+            collection_tarball,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=path,
+    )
+    return path
