@@ -12,6 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+HOST_OUTCOMES = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_skipped": "skipped",
+    "runner_on_unreachable": "unreachable",
+}
+
 
 @dataclass
 class PlaybookResult:
@@ -56,6 +63,7 @@ def run_playbook(
     strategy: str | None = None,
     on_task: Callable[[str], None] | None = None,
     on_result: Callable[[dict], None] | None = None,
+    on_host_done: Callable[[str, str], None] | None = None,
     check: bool = False,
     envvars: dict | None = None,
 ) -> PlaybookResult:
@@ -63,7 +71,9 @@ def run_playbook(
 
     strategy: an Ansible strategy plugin (mitogen_linear for the virtual cluster).
     on_task is called with each task's name as it starts (for progress displays); on_result
-    with the event data (host, task, res) of each task result on a host. check: check mode.
+    with the event data (host, task, res) of each task result on a host; on_host_done with
+    (host, outcome) when a host is through the current task (ok, failed, skipped, unreachable).
+    check: check mode.
     envvars: more environment for ansible-playbook (ANSIBLE_* settings)."""
     import ansible_runner
 
@@ -83,8 +93,11 @@ def run_playbook(
     def handler(event: dict) -> bool:
         if on_task and event.get("event") == "playbook_on_task_start":
             on_task(event.get("event_data", {}).get("task", ""))
-        if on_result and event.get("event") in ("runner_on_ok", "runner_on_failed"):
+        kind = event.get("event", "")
+        if on_result and kind in ("runner_on_ok", "runner_on_failed"):
             on_result(event.get("event_data", {}))
+        if on_host_done and kind in HOST_OUTCOMES:
+            on_host_done(event.get("event_data", {}).get("host", ""), HOST_OUTCOMES[kind])
         return True
 
     start = time.monotonic()

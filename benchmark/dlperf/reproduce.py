@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,6 +105,65 @@ def _phases(cfg: ReproduceConfig) -> list[tuple[str, str, dict]]:
     return [(name, playbook, {**cfg.extra_vars, **own}) for name, playbook, own in phases]
 
 
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}"
+
+
+class PhaseProgress:
+    """What a phase does now: its current task, how many hosts are through it, the elapsed
+    time and, where an earlier run finished the same phase, about how long is left."""
+
+    def __init__(self, phase: str, expected_s: float | None = None):
+        self.phase, self.expected_s = phase, expected_s
+        self.t0 = time.monotonic()
+        self.task = "starting"
+        self.hosts: set[str] = set()
+        self.done: set[str] = set()
+        self.failed: set[str] = set()
+
+    def start_task(self, name: str) -> None:
+        self.task, self.done = name, set()
+
+    def host_done(self, host: str, outcome: str) -> None:
+        self.hosts.add(host)
+        self.done.add(host)
+        if outcome in ("failed", "unreachable"):
+            self.failed.add(host)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        parts = [self.task]
+        if self.hosts:
+            parts.append(f"{len(self.done)}/{len(self.hosts)} hosts")
+        if self.failed:
+            parts.append(f"{len(self.failed)} failed")
+        parts.append(_clock(elapsed))
+        if self.expected_s:
+            left = self.expected_s - elapsed
+            parts.append(f"~{_clock(left)} left" if left > 0 else "longer than the last run")
+        return " | ".join(parts)
+
+
+def previous_durations(results: Path, run_id: str) -> dict[str, float]:
+    """Per phase, its wall time in the latest other run that finished it: the ETA's basis."""
+    latest: dict[str, tuple[str, float]] = {}
+    for path in results.glob("*/reproduce.json"):
+        if path.parent.name == run_id:
+            continue
+        try:
+            phases = json.loads(path.read_text()).get("phases", {})
+        except (OSError, ValueError):
+            continue
+        for name, p in phases.items():
+            finished = p.get("status") == "ok" and not p.get("resumed") and p.get("finished")
+            if finished and (name not in latest or finished > latest[name][0]):
+                latest[name] = (finished, float(p["duration_s"]))
+    return {name: duration for name, (_, duration) in latest.items()}
+
+
 def parse_extra_vars(items: list[str]) -> dict:
     """-e KEY=VALUE or -e @FILE (YAML or JSON mapping), merged left to right as Ansible does."""
     merged: dict = {}
@@ -125,10 +185,19 @@ def parse_extra_vars(items: list[str]) -> dict:
     return merged
 
 
-def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | None = None) -> dict:
-    """Run every phase; returns the record written to RUN_DIR/reproduce.json."""
+def run_reproduce(
+    cfg: ReproduceConfig,
+    progress: Callable[[str, str], None] | None = None,
+    live: Callable[[PhaseProgress], None] | None = None,
+) -> dict:
+    """Run every phase; returns the record written to RUN_DIR/reproduce.json.
+
+    progress(phase, text) is told each phase's start and end; live(PhaseProgress) each task
+    start and each host through a task."""
     check(cfg)
     say = progress or (lambda phase, text: None)
+    show = live or (lambda state: None)
+    expected = previous_durations(cfg.results, cfg.run_id)
     record_file = cfg.run_dir / "reproduce.json"
     try:
         before = json.loads(record_file.read_text())
@@ -147,7 +216,19 @@ def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | N
             record["phases"][phase] = dict(earlier, resumed=True)
             say(phase, "already done for this run id (the VMs were not re-created): skipped")
             continue
-        say(phase, f"{playbook}: starting")
+        state = PhaseProgress(phase, expected.get(phase))
+        last = f" (the last run took {_clock(expected[phase])})" if phase in expected else ""
+        say(phase, f"{playbook}: starting{last}")
+        show(state)
+
+        def task_started(task: str, state=state) -> None:
+            state.start_task(task)
+            show(state)
+
+        def host_done(host: str, outcome: str, state=state) -> None:
+            state.host_done(host, outcome)
+            show(state)
+
         result: PlaybookResult = run_playbook(
             cfg.project,
             playbook,
@@ -155,7 +236,8 @@ def run_reproduce(cfg: ReproduceConfig, progress: Callable[[str, str], None] | N
             extravars,
             artifacts_dir=cfg.run_dir / "ansible" / phase,
             strategy=VIRTUAL_STRATEGY if cfg.virtual and phase != "cluster" else None,
-            on_task=lambda task, phase=phase: say(phase, task),
+            on_task=task_started,
+            on_host_done=host_done,
         )
         entry = {
             "playbook": playbook,
@@ -253,42 +335,93 @@ def config_from_args(args) -> ReproduceConfig:
     return cfg
 
 
-def _milestone(text: str) -> bool:
-    return text.endswith(("starting", "skipped")) or text.startswith("done in")
+def results_table(run_dir: Path) -> list[str]:
+    """The sweep's summary as the report computed it (report/summary.json), one row per point."""
+    try:
+        rows = json.loads((run_dir / "report" / "summary.json").read_text())["rows"]
+    except (OSError, ValueError, KeyError):
+        return []
+
+    def num(value, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    lines = [f"{'nodes':>5} {'workers':>7} {'img/s':>9} {'speedup':>7} {'efficiency':>10}  "
+             "time to accuracy"]  # fmt: skip
+    for r in rows:
+        tta = r.get("time_to_accuracy_s")
+        cells = [
+            f"{r['nodes']:>5}",
+            f"{r.get('workers') or '-':>7}",
+            f"{num(r.get('throughput_img_per_s'), '.1f'):>9}",
+            f"{num(r.get('throughput_speedup'), '.2f'):>7}",
+            f"{num(r.get('scaling_efficiency'), '.0%'):>10} ",
+            _clock(tta) if tta is not None else "-",
+        ]
+        if r.get("status") != "ok":
+            cells.append(f"({r.get('status')})")
+        lines.append(" ".join(cells))
+    return lines
 
 
 def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
-    """Run with a live status line on a terminal (plain timestamped lines otherwise)."""
+    """Run with a live display on a terminal: the phase, its current task, hosts through it,
+    elapsed time and an ETA from an earlier run. Elsewhere (logs, CI) plain timestamped lines:
+    each phase's start and end, and the current task once a minute."""
     from dlperf.progress import interactive
 
     t0 = time.monotonic()
+
+    def stamp() -> str:
+        return f"[{time.strftime('%H:%M:%S')} +{time.monotonic() - t0:5.0f}s]"
+
     try:
         if not quiet and interactive():
             from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
             console = Console(stderr=True)
-            with console.status(f"reproduce {cfg.run_id}") as status:
+            with Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+                          console=console, transient=True) as bar:  # fmt: skip
+                shown = bar.add_task(f"reproduce {cfg.run_id}", total=None)
 
-                def show(phase: str, text: str) -> None:
-                    status.update(f"{phase}: {text}")
-                    if _milestone(text):
-                        console.log(f"{phase}: {text}")
+                def milestone(phase: str, text: str) -> None:
+                    console.log(f"{phase}: {text}")
 
-                record = run_reproduce(cfg, show)
+                def live(state: PhaseProgress) -> None:
+                    bar.update(shown, description=f"{state.phase}: {state.line()}")
+
+                record = run_reproduce(cfg, milestone, live)
         else:
+            current: list[PhaseProgress] = []
+            stop = threading.Event()
+
+            def heartbeat() -> None:
+                while not stop.wait(60):
+                    if current:
+                        print(f"{stamp()} {current[0].phase}: {current[0].line()}", flush=True)
 
             def plain(phase: str, text: str) -> None:
-                if _milestone(text):
-                    stamp = f"{time.strftime('%H:%M:%S')} +{time.monotonic() - t0:5.0f}s"
-                    print(f"[{stamp}] {phase}: {text}", flush=True)
+                print(f"{stamp()} {phase}: {text}", flush=True)
 
-            record = run_reproduce(cfg, plain)
+            def track(state: PhaseProgress) -> None:
+                current[:] = [state]
+
+            beat = threading.Thread(target=heartbeat, daemon=True)
+            beat.start()
+            try:
+                record = run_reproduce(cfg, plain, track)
+            finally:
+                stop.set()
     except ReproduceError as exc:
         print(f"dlperf reproduce: {exc}", file=sys.stderr)
         print(f"record: {cfg.run_dir / 'reproduce.json'}; resume with --run-id {cfg.run_id}",
               file=sys.stderr)  # fmt: skip
         return 1
     print("\n".join(phase_table(record)))
+    table = results_table(cfg.run_dir)
+    if table:
+        print()
+        print("\n".join(table))
     print(f"report: {record['report']}")
     failed = record["phases"].get("benchmark", {}).get("failed_points")
     if failed:

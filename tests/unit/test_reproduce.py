@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from dlperf.reproduce import (
+    PhaseProgress,
     ReproduceConfig,
     ReproduceError,
     _phases,
     parse_extra_vars,
     phase_table,
+    previous_durations,
+    results_table,
+    run_command,
     run_reproduce,
 )
 
@@ -185,3 +190,55 @@ def test_a_lost_host_stops_the_run_naming_it_and_a_rerun_keeps_the_finished_phas
     record = run_reproduce(cfg)
     assert [(p, v["status"]) for p, v in record["phases"].items()] == [
         ("site", "ok"), ("validate", "ok"), ("benchmark", "ok")]  # fmt: skip
+
+
+def test_the_eta_comes_from_the_latest_other_run_that_finished_the_phase(tmp_path):
+    def record(run_id, finished, **phases):
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "reproduce.json").write_text(json.dumps({"phases": {
+            name: {"status": status, "duration_s": wall, "finished": finished, **extra}
+            for name, (status, wall, extra) in phases.items()}}))  # fmt: skip
+
+    record("old", "2026-01-01T10:00:00+0000", site=("ok", 900.0, {}), benchmark=("ok", 50.0, {}))
+    record("new", "2026-02-01T10:00:00+0000", site=("ok", 600.0, {}),
+           benchmark=("failed", 5.0, {}), validate=("ok", 30.0, {"resumed": True}))  # fmt: skip
+    record("this", "2026-03-01T10:00:00+0000", site=("ok", 1.0, {}))
+    assert previous_durations(tmp_path, "this") == {"site": 600.0, "benchmark": 50.0}
+
+
+def test_the_live_line_names_the_task_hosts_through_it_and_the_time_left():
+    state = PhaseProgress("site", expected_s=600)
+    state.start_task("dl_stack : Install dlperf")
+    for host, outcome in [("c1", "ok"), ("c2", "unreachable"), ("c3", "ok")]:
+        state.host_done(host, outcome)
+    state.start_task("slurm : Start slurmd")
+    state.host_done("c1", "ok")
+    line = state.line()
+    assert line.startswith("slurm : Start slurmd | 1/3 hosts | 1 failed | 0:0")
+    assert line.endswith("left") and "~9:5" in line
+    state.t0 -= 700
+    assert state.line().endswith("longer than the last run")
+
+
+def test_the_summary_table_is_the_reports(tmp_path):
+    run = tmp_path / "run1"
+    subprocess.run([str(BIN / "dlperf"), "report", str(REPO / "tests/fixtures/sweep"),
+                    "--output", str(run / "report")], check=True, capture_output=True)  # fmt: skip
+    table = results_table(run)
+    assert table[0].split() == ["nodes", "workers", "img/s", "speedup", "efficiency", "time", "to",
+                                "accuracy"]  # fmt: skip
+    assert [row.split()[:2] for row in table[1:]] == [["1", "1"], ["2", "2"]]
+    assert table[2].split()[3] == "0.64"
+    assert results_table(tmp_path / "elsewhere") == []
+
+
+def test_plain_output_has_each_phase_with_the_last_runs_time_and_the_tables(tmp_path, capsys):
+    first = local_project(tmp_path, {"1nodes": "ok"}, run_id="first")
+    assert run_command(first, quiet=True) == 0
+    capsys.readouterr()
+    second = ReproduceConfig(first.project, first.inventory, "second", first.results)
+    assert run_command(second, quiet=True) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\] site: site.yml: starting \(the last run took 0:\d\d\)", out), out
+    assert re.search(r"\] benchmark: done in \d+ s", out), out
+    assert "phase      status" in out and out.rstrip().endswith("index.html")
