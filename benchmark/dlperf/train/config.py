@@ -1,6 +1,6 @@
 """Training configuration: every flag of `dlperf train`, with the published defaults.
 
-Defaults follow NVIDIA DeepLearningExamples' MXNet ResNet-50 v1.5 recipe (see the README's
+Defaults follow NVIDIA DeepLearningExamples' MXNet ResNet-50 v1.5 recipe (see docs/benchmark.md's
 flag table): 192 images per GPU with AMP, SGD momentum 0.875, 0.256 per 256 images scaled
 linearly with the global batch, 5 warm-up epochs then cosine, weight decay 1/32768 (not on
 batch-norm or bias), label smoothing 0.1, 90 epochs at most.
