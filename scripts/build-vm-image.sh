@@ -51,6 +51,13 @@ if [[ -s "$image/base.qcow2" ]]; then
   exit 0
 fi
 
+# Each step goes to stderr and, when DLPERF_PROGRESS_FILE is set, to that file too ("EPOCH TEXT"
+# per line): `dlperf reproduce` shows the latest one while the image builds.
+step() {
+  echo "build-vm-image: $*" >&2
+  [[ -z ${DLPERF_PROGRESS_FILE:-} ]] || printf '%s %s\n' "$(date +%s)" "$*" >>"$DLPERF_PROGRESS_FILE"
+}
+
 for tool in debootstrap mkfs.ext4 qemu-img ssh-keygen; do
   command -v "$tool" >/dev/null || { echo "build-vm-image: $tool is missing (scripts/bootstrap.sh installs it)" >&2; exit 1; }
 done
@@ -65,7 +72,7 @@ trap 'rm -rf "$work"' EXIT
 root="$work/root"
 # debootstrap installs the base (its resolver does not follow virtual packages such as
 # automake-1.16); apt, inside the new system, installs the roles' packages.
-echo "build-vm-image: debootstrap $suite, then $# packages with apt (several minutes)" >&2
+step "image 1/4: debootstrap $suite (then $# packages with apt; several minutes in all)"
 if ! debootstrap --variant=minbase --include="$(IFS=,; echo "${base[*]}")" "$suite" "$root" "$mirror" \
   >"$work/debootstrap.log" 2>&1; then
   cat "$work/debootstrap.log" "$root/debootstrap/debootstrap.log" >"$cache/debootstrap.log" 2>/dev/null || true
@@ -84,6 +91,7 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
   chroot "$root" update-ca-certificates >/dev/null 2>&1
 fi
+step "image 2/4: apt installs $# packages in the image"
 chroot "$root" apt-get -qq update
 # No service starts inside the chroot; /proc for the packages' scripts.
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
@@ -98,7 +106,7 @@ if ! DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-in
   exit 1
 fi
 if [[ -n $venv ]]; then
-  echo "build-vm-image: preloading the DL stack into $venv" >&2
+  step "image 3/4: the DL stack preloaded into $venv (pip download and install)"
   mirror_dir=/var/cache/dlperf/wheels
   mkdir -p "$root$mirror_dir"
   # shellcheck disable=SC2086  # one word per pin
@@ -117,6 +125,7 @@ if [[ -n $venv ]]; then
   chown -R "$owner" "$root$(dirname "$venv")"
   chmod -R a+rX "$root$mirror_dir"
 fi
+step "image 4/4: boot identity, SSH key and the root file system"
 umount "$root/proc"
 rm -f "$root/usr/sbin/policy-rc.d"
 chroot "$root" apt-get clean
@@ -191,5 +200,5 @@ qemu-img convert -O qcow2 "$work/base.raw" "$work/base.qcow2"
 rm -rf "$root" "$work/base.raw" "$work/debootstrap.log"
 mv "$work" "$image"
 trap - EXIT
-echo "build-vm-image: built $image" >&2
+step "built $image"
 echo "$image"

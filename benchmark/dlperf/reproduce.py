@@ -116,9 +116,12 @@ class PhaseProgress:
     """What a phase does now: its current task, how many hosts are through it, the elapsed
     time and, where an earlier run finished the same phase, about how long is left."""
 
-    def __init__(self, phase: str, expected_s: float | None = None):
-        self.phase, self.expected_s = phase, expected_s
+    def __init__(
+        self, phase: str, expected_s: float | None = None, steps: Path | None = None
+    ) -> None:
+        self.phase, self.expected_s, self.steps = phase, expected_s, steps
         self.t0 = time.monotonic()
+        self.started = time.time()
         self.task = "starting"
         self.hosts: set[str] = set()
         self.done: set[str] = set()
@@ -133,9 +136,23 @@ class PhaseProgress:
         if outcome in ("failed", "unreachable"):
             self.failed.add(host)
 
+    def step(self) -> str:
+        """The latest line a long task wrote to the steps file during this phase ("EPOCH TEXT"),
+        with how long ago it began; scripts/build-vm-image.sh writes one per build step."""
+        try:
+            stamp, text = self.steps.read_text().splitlines()[-1].split(" ", 1)
+        except (AttributeError, OSError, IndexError, ValueError):
+            return ""
+        if not stamp.isdigit() or int(stamp) < self.started - 1:
+            return ""
+        return f"{text} ({_clock(time.time() - int(stamp))})"
+
     def line(self) -> str:
         elapsed = time.monotonic() - self.t0
         parts = [self.task]
+        step = self.step()
+        if step:
+            parts.append(step)
         if self.hosts:
             parts.append(f"{len(self.done)}/{len(self.hosts)} hosts")
         if self.failed:
@@ -216,7 +233,8 @@ def run_reproduce(
             record["phases"][phase] = dict(earlier, resumed=True)
             say(phase, "already done for this run id (the VMs were not re-created): skipped")
             continue
-        state = PhaseProgress(phase, expected.get(phase))
+        steps = cfg.run_dir / "ansible" / phase / "steps.log"
+        state = PhaseProgress(phase, expected.get(phase), steps)
         last = f" (the last run took {_clock(expected[phase])})" if phase in expected else ""
         say(phase, f"{playbook}: starting{last}")
         show(state)
@@ -238,6 +256,7 @@ def run_reproduce(
             strategy=VIRTUAL_STRATEGY if cfg.virtual and phase != "cluster" else None,
             on_task=task_started,
             on_host_done=host_done,
+            envvars={"DLPERF_PROGRESS_FILE": str(steps)},
         )
         entry = {
             "playbook": playbook,
@@ -374,6 +393,23 @@ def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
     def stamp() -> str:
         return f"[{time.strftime('%H:%M:%S')} +{time.monotonic() - t0:5.0f}s]"
 
+    # The phase now running; a thread refreshes its line (a long task sends no events).
+    current: list[PhaseProgress] = []
+    stop = threading.Event()
+
+    def track(state: PhaseProgress) -> None:
+        current[:] = [state]
+
+    def every(seconds: float, show: Callable[[PhaseProgress], None]) -> threading.Thread:
+        def loop() -> None:
+            while not stop.wait(seconds):
+                if current:
+                    show(current[0])
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        return thread
+
     try:
         if not quiet and interactive():
             from rich.console import Console
@@ -384,39 +420,29 @@ def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
                           console=console, transient=True) as bar:  # fmt: skip
                 shown = bar.add_task(f"reproduce {cfg.run_id}", total=None)
 
+                def live(state: PhaseProgress) -> None:
+                    track(state)
+                    bar.update(shown, description=f"{state.phase}: {state.line()}")
+
                 def milestone(phase: str, text: str) -> None:
                     console.log(f"{phase}: {text}")
 
-                def live(state: PhaseProgress) -> None:
-                    bar.update(shown, description=f"{state.phase}: {state.line()}")
-
+                every(2, live)
                 record = run_reproduce(cfg, milestone, live)
         else:
-            current: list[PhaseProgress] = []
-            stop = threading.Event()
-
-            def heartbeat() -> None:
-                while not stop.wait(60):
-                    if current:
-                        print(f"{stamp()} {current[0].phase}: {current[0].line()}", flush=True)
 
             def plain(phase: str, text: str) -> None:
                 print(f"{stamp()} {phase}: {text}", flush=True)
 
-            def track(state: PhaseProgress) -> None:
-                current[:] = [state]
-
-            beat = threading.Thread(target=heartbeat, daemon=True)
-            beat.start()
-            try:
-                record = run_reproduce(cfg, plain, track)
-            finally:
-                stop.set()
+            every(60, lambda state: plain(state.phase, state.line()))
+            record = run_reproduce(cfg, plain, track)
     except ReproduceError as exc:
+        stop.set()
         print(f"dlperf reproduce: {exc}", file=sys.stderr)
         print(f"record: {cfg.run_dir / 'reproduce.json'}; resume with --run-id {cfg.run_id}",
               file=sys.stderr)  # fmt: skip
         return 1
+    stop.set()
     print("\n".join(phase_table(record)))
     table = results_table(cfg.run_dir)
     if table:

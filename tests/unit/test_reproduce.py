@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,18 @@ def test_plain_output_has_each_phase_with_the_last_runs_time_and_the_tables(tmp_
     assert re.search(r"\] site: site.yml: starting \(the last run took 0:\d\d\)", out), out
     assert re.search(r"\] benchmark: done in \d+ s", out), out
     assert "phase      status" in out and out.rstrip().endswith("index.html")
+
+
+def test_a_long_task_shows_the_latest_step_its_script_wrote(tmp_path):
+    steps = tmp_path / "steps.log"
+    state = PhaseProgress("cluster", steps=steps)
+    state.start_task("virtual_cluster : Build the provisioning image (once; cached by its recipe)")
+    assert " | image" not in state.line()  # nothing written yet
+    now = int(time.time())
+    state.started = now - 120  # the phase began two minutes ago
+    steps.write_text(f"{now - 3600} built /old/image\n")  # a line from an earlier phase
+    assert "built" not in state.line()
+    steps.write_text(
+        f"{now - 3600} built /old/image\n{now - 65} image 2/4: apt installs 40 packages\n"
+    )
+    assert " | image 2/4: apt installs 40 packages (1:0" in state.line()
