@@ -3,6 +3,7 @@ and the dlperf wheel, each installed into an empty place outside the checkout.""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -13,6 +14,13 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+
+
+def clean_env() -> dict:
+    """The environment without ANSIBLE_* settings: `make test` points ANSIBLE_CONFIG at the
+    checkout, whose collections path already holds dlperf.cluster (the link to the root), and
+    ansible-galaxy would then find the collection installed and install nothing."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
 
 
 def version() -> str:
@@ -28,6 +36,7 @@ def collection_tarball(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
         cwd=out,
+        env=clean_env(),
     )
     galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
     return out / f"{galaxy['namespace']}-{galaxy['name']}-{galaxy['version']}.tar.gz"
@@ -53,5 +62,6 @@ def installed_collection(tmp_path_factory, collection_tarball) -> Path:
         capture_output=True,
         text=True,
         cwd=path,
+        env=clean_env(),
     )
     return path

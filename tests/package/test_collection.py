@@ -4,7 +4,6 @@ its modules, filters and a role by FQCN from an installed copy, and ansible-test
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.package.conftest import BIN, REPO, version
+from tests.package.conftest import BIN, REPO, clean_env, version
 
 SANITY_TESTS = [
     "action-plugin-docs",
@@ -60,7 +59,7 @@ def test_the_tarball_holds_the_roles_plugins_and_nothing_of_the_checkout(collect
         "README.md",
         "MANIFEST.json",
     } <= names
-    shipped = ("plugins/modules", "plugins/module_utils", "plugins/filter")
+    shipped = ("plugins/modules", "plugins/module_utils", "plugins/filter", "plugins/README.md")
     outside = {
         ".venv",
         ".git",
@@ -117,8 +116,7 @@ def test_an_installed_copy_runs_modules_filters_and_a_role_by_fqcn(installed_col
     (tmp_path / "ansible.cfg").write_text(
         f"[defaults]\nstdout_callback = ansible.posix.json\ninterpreter_python = {sys.executable}\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env |= {
+    env = clean_env() | {
         "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"),
         "ANSIBLE_COLLECTIONS_PATH": str(installed_collection),
     }
@@ -157,7 +155,7 @@ def test_ansible_test_sanity_passes(installed_collection, tmp_path):
         )
     root = Path(installed_collection) / "ansible_collections" / "dlperf" / "cluster"
     tests = [arg for name in SANITY_TESTS for arg in ("--test", name)]
-    env = dict(os.environ, HOME=str(home), PIP_CACHE_DIR=str(Path.home() / ".cache" / "pip"))
+    env = dict(clean_env(), HOME=str(home), PIP_CACHE_DIR=str(Path.home() / ".cache" / "pip"))
     proc = subprocess.run(
         [BIN / "ansible-test", "sanity", "--local", "--python", "3.11", *tests],
         capture_output=True,
