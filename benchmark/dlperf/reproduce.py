@@ -13,6 +13,7 @@ proof the cluster still works); benchmark.yml keeps the sweep's complete points.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -209,8 +210,9 @@ def run_reproduce(
 ) -> dict:
     """Run every phase; returns the record written to RUN_DIR/reproduce.json.
 
-    progress(phase, text) is told each phase's start and end; live(PhaseProgress) each task
-    start and each host through a task."""
+    progress(phase, text) is told each phase's start, each task's name as it starts, and the
+    phase's end (milestone() tells those apart); live(PhaseProgress) each task start and each
+    host through a task."""
     check(cfg)
     say = progress or (lambda phase, text: None)
     show = live or (lambda state: None)
@@ -239,8 +241,9 @@ def run_reproduce(
         say(phase, f"{playbook}: starting{last}")
         show(state)
 
-        def task_started(task: str, state=state) -> None:
+        def task_started(task: str, state=state, phase=phase) -> None:
             state.start_task(task)
+            say(phase, task)
             show(state)
 
         def host_done(host: str, outcome: str, state=state) -> None:
@@ -354,6 +357,15 @@ def config_from_args(args) -> ReproduceConfig:
     return cfg
 
 
+def milestone(text: str) -> bool:
+    """Whether a progress text is a phase's start, skip or end (not a task's name)."""
+    return (
+        bool(re.match(r"\S+\.yml: starting", text))
+        or text.endswith("skipped")
+        or (text.startswith("done in "))
+    )
+
+
 def results_table(run_dir: Path) -> list[str]:
     """The sweep's summary as the report computed it (report/summary.json), one row per point."""
     try:
@@ -424,17 +436,22 @@ def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
                     track(state)
                     bar.update(shown, description=f"{state.phase}: {state.line()}")
 
-                def milestone(phase: str, text: str) -> None:
-                    console.log(f"{phase}: {text}")
+                def log(phase: str, text: str) -> None:
+                    if milestone(text):
+                        console.log(f"{phase}: {text}")
 
                 every(2, live)
-                record = run_reproduce(cfg, milestone, live)
+                record = run_reproduce(cfg, log, live)
         else:
 
-            def plain(phase: str, text: str) -> None:
+            def line(phase: str, text: str) -> None:
                 print(f"{stamp()} {phase}: {text}", flush=True)
 
-            every(60, lambda state: plain(state.phase, state.line()))
+            def plain(phase: str, text: str) -> None:
+                if milestone(text):
+                    line(phase, text)
+
+            every(60, lambda state: line(state.phase, state.line()))
             record = run_reproduce(cfg, plain, track)
     except ReproduceError as exc:
         stop.set()

@@ -15,6 +15,7 @@ from dlperf.reproduce import (
     ReproduceConfig,
     ReproduceError,
     _phases,
+    milestone,
     parse_extra_vars,
     phase_table,
     previous_durations,
@@ -258,3 +259,12 @@ def test_a_long_task_shows_the_latest_step_its_script_wrote(tmp_path):
         f"{now - 3600} built /old/image\n{now - 65} image 2/4: apt installs 40 packages\n"
     )
     assert " | image 2/4: apt installs 40 packages (1:0" in state.line()
+
+
+def test_progress_hears_every_task_and_tells_milestones_apart(tmp_path):
+    heard: list[tuple[str, str]] = []
+    run_reproduce(local_project(tmp_path, {"1nodes": "ok"}), lambda p, t: heard.append((p, t)))
+    assert ("site", "site.yml: starting") in heard
+    tasks = [t for p, t in heard if p == "site" and not milestone(t)]
+    assert tasks, heard  # the playbook's tasks reach progress by name (fault injection uses it)
+    assert [t for p, t in heard if milestone(t)][-1].startswith("done in ")
