@@ -21,13 +21,25 @@ declare -a summary=()
 failed=0
 start_all=$SECONDS
 
+# Each passing tier's wall time is kept on this machine (outside the checkout), so a tier's
+# start line can say how long it took the last time it passed, and the run how long all of
+# them took: the ETA.
+times_file=${DLPERF_CACHE:-$HOME/.cache/dlperf-cluster}/test-tier-times
+last_time() { awk -v t="$1" '$1 == t { s = $2 } END { if (s != "") print s }' "$times_file" 2>/dev/null || true; }
+record_time() {
+  mkdir -p "$(dirname "$times_file")" && echo "$1 $2" >>"$times_file" \
+    && tail -n 200 "$times_file" >"$times_file.new" && mv "$times_file.new" "$times_file"
+} 2>/dev/null
+
 run_tier() {
-  local name=$1
+  local name=$1 last
   shift
   local t0=$SECONDS
-  echo "=== tier $name: start $(date -u +%H:%M:%S)"
+  last=$(last_time "$name")
+  echo "=== tier $name: start $(date -u +%H:%M:%S)${last:+ (it took ${last} s when it last passed here)}"
   if "$@"; then
     summary+=("$(printf '%-9s PASS %5ds' "$name" $((SECONDS - t0)))")
+    record_time "$name" $((SECONDS - t0)) || true
   else
     failed=1
     summary+=("$(printf '%-9s FAIL %5ds' "$name" $((SECONDS - t0)))")
@@ -202,6 +214,12 @@ tier_molecule() {
   return $rc
 }
 
+expected=0
+for tier in bootstrap "${tiers[@]}"; do
+  t=$(last_time "$tier")
+  [[ -n $t ]] && expected=$((expected + t))
+done
+((expected == 0)) || echo "=== make test: these tiers took $((expected / 60)) min $((expected % 60)) s in all when they last passed here"
 run_tier bootstrap tier_bootstrap
 if ((failed)); then
   echo "bootstrap failed: no tier can run" >&2
