@@ -11,18 +11,15 @@ from pathlib import Path
 
 import pytest
 from dlperf.reproduce import (
-    PhaseProgress,
     ReproduceConfig,
     ReproduceError,
     _phases,
-    milestone,
     parse_extra_vars,
     phase_table,
-    previous_durations,
-    results_table,
     run_command,
     run_reproduce,
 )
+from dlperf.reproduce_progress import PhaseProgress, milestone, previous_durations, results_table
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
