@@ -62,7 +62,12 @@ def dry_plays(playbook: str) -> list[dict]:
     """PLAYBOOK's plays reduced to what needs no node, run on the controller with the reference
     inventory's variables: every play variable rendered, every command's argv rendered (same
     loop and condition), and the plays' own precondition asserts run as they are."""
-    plays = yaml.safe_load((REPO / playbook).read_text())
+    plays = []
+    for play in yaml.safe_load((REPO / playbook).read_text()):
+        imported = play.get("ansible.builtin.import_playbook")
+        # an imported playbook's plays stand in its place (validate.yml's BIOS rows)
+        source = REPO / Path(playbook).parent / imported if imported else None
+        plays += yaml.safe_load(source.read_text()) if source else [play]
     dry = []
     for play in plays:
         tasks = [
