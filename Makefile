@@ -1,5 +1,5 @@
 # Thin entry points; the logic lives in scripts/ and playbooks/.
-.PHONY: test lint unit package bmc training molecule rehearsal e2e bootstrap reproduce cluster-up cluster-deploy reproduce-down clean help
+.PHONY: test lint unit package bmc training molecule rehearsal e2e bootstrap reproduce cluster-up cluster-deploy reproduce-down version clean help
 
 INVENTORY ?=
 RUN_ID ?=
@@ -11,6 +11,7 @@ help:
 	@echo "make lint | unit | package | bmc | training | molecule | rehearsal | e2e   one tier;  make bootstrap   only install"
 	@echo "make cluster-up  boot the virtual cluster (1 head + 2 compute VMs);  make cluster-deploy  site.yml on it"
 	@echo "make reproduce-down  remove the virtual cluster (the cached VM image stays)"
+	@echo "make version VERSION=x.y.z  set the version of dlperf and the collection (pyproject.toml, galaxy.yml, CHANGELOG.md)"
 
 test:
 	scripts/test.sh
@@ -38,6 +39,11 @@ cluster-deploy: bootstrap
 
 reproduce-down: bootstrap
 	ANSIBLE_CONFIG=$(CURDIR)/ansible.cfg .venv/bin/ansible-playbook -i inventory/virtual playbooks/virtual_cluster.yml -e state=absent
+
+# The version lives in pyproject.toml; galaxy.yml and CHANGELOG.md's top heading follow it.
+version:
+	@test -n "$(VERSION)" || { echo "make version: give VERSION=x.y.z, e.g. make version VERSION=0.2.0" >&2; exit 2; }
+	python3 scripts/set-version.py $(VERSION)
 
 clean:
 	rm -rf .venv .pytest_cache .ruff_cache

@@ -224,7 +224,10 @@ def run_data(args) -> int:
         )
         return 0
     if not args.root.is_dir():
-        raise UsageError(f"ROOT {args.root}: not a directory")
+        raise UsageError(
+            f"ROOT {args.root}: not a directory (give a folder with one sub-folder of images "
+            "per class, as ImageNet's train/ is laid out)"
+        )
     if args.output.suffix != ".rec":
         raise UsageError(f"--output {args.output}: must end in .rec")
     from dlperf.data.recordio import prepare_folder
@@ -362,5 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         return handlers[args.command](args)
     except UsageError as exc:
-        print(f"dlperf {args.command}: error: {exc}", file=sys.stderr)
+        command = " ".join(filter(None, (args.command, getattr(args, "data_command", None))))
+        print(f"dlperf {command}: error: {exc}", file=sys.stderr)
+        print(f"(dlperf {command} --help: every flag, and an example)", file=sys.stderr)
         return 2

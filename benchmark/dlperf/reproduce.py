@@ -70,7 +70,11 @@ def check(cfg: ReproduceConfig) -> None:
                 "or point --project at it)"
             )
     if not (cfg.project / cfg.inventory).exists():
-        raise ReproduceError(f"--inventory {cfg.inventory}: no such inventory")
+        raise ReproduceError(
+            f"--inventory {cfg.inventory}: no such inventory under {cfg.project} (give an "
+            "inventory directory or file, e.g. inventory/reference, or leave it out for the "
+            "virtual cluster)"
+        )
     if not cfg.run_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise ReproduceError(f"--run-id {cfg.run_id!r}: use letters, digits, '-', '_' and '.'")
 

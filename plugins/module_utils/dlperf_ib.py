@@ -30,7 +30,7 @@ def _state(value: str | None) -> dict:
     """'4: ACTIVE' -> {'code': 4, 'name': 'ACTIVE'}."""
     if not value:
         return {"code": None, "name": None}
-    code, _, name = value.partition(":")
+    code, _sep, name = value.partition(":")
     return {
         "code": int(code) if code.strip().isdigit() else None,
         "name": name.strip() or code.strip(),
@@ -117,7 +117,7 @@ def read_counters(sysfs_root: str = "/") -> dict[str, dict]:
     1024): over a second of CPU per call on an emulated node."""
     return {
         f"{name}/{port}": port_counters(port_dir, netdev_dir)
-        for name, _, _, netdev_dir, ports in _devices(sysfs_root)
+        for name, _dev, _netdev, netdev_dir, ports in _devices(sysfs_root)
         for port, port_dir in ports.items()
     }
 

@@ -10,7 +10,7 @@ import subprocess
 def total_slots(hosts: str) -> int:
     total = 0
     for entry in hosts.split(","):
-        name, _, slots = entry.strip().rpartition(":")
+        name, _sep, slots = entry.strip().rpartition(":")
         if not name or not slots.isdigit() or int(slots) < 1:
             raise ValueError(f"host entry {entry!r} is not HOST:SLOTS")
         total += int(slots)

@@ -26,6 +26,7 @@ SANITY_TESTS = [
     "no-illegal-filenames",
     "no-smart-quotes",
     "pep8",
+    "pylint",
     "replace-urlopen",
     "runtime-metadata",
     "shebang",

@@ -364,7 +364,7 @@ def test_report_refuses_unusable_results(tmp_path, case):
         (target / "1nodes" / "result.json").write_text("{not json")
     proc = dlperf("report", str(target), "--output", str(tmp_path / "out"))
     assert proc.returncode == 2
-    expected = "result.json: not a readable result file" if case == "corrupt" else "no <N>nodes/"
+    expected = "result.json is not a readable result file" if case == "corrupt" else "no <N>nodes/"
     assert expected in proc.stderr
 
 

@@ -15,6 +15,6 @@ def test_digits_without_scikit_learn_names_the_extra_and_writes_nothing(
     out = tmp_path / "digits"
     assert main(["data", "digits", "--output", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "dlperf data: error:" in err and "sklearn is not installed" in err, err
+    assert "dlperf data digits: error:" in err and "sklearn is not installed" in err, err
     assert "dlperf[digits]" in err, err
     assert not out.exists()

@@ -14,6 +14,10 @@ from dlperf.results import upgrade
 from dlperf.telemetry.sampler import read_samples
 
 POINT = re.compile(r"^(\d+)nodes$")
+ONE_SWEEP = (
+    "give the directory of one sweep, which holds 1nodes/, 2nodes/ ..., "
+    "e.g. results/RUN_ID/throughput"
+)
 
 
 class ReportError(Exception):
@@ -38,7 +42,7 @@ class Point:
 
 def load_points(results: Path) -> list[Point]:
     if not results.is_dir():
-        raise ReportError(f"{results}: no such directory")
+        raise ReportError(f"RESULTS {results}: no such directory ({ONE_SWEEP})")
     points = []
     for child in sorted(results.iterdir()):
         match = POINT.match(child.name)
@@ -50,7 +54,11 @@ def load_points(results: Path) -> list[Point]:
         except FileNotFoundError:
             result = {"status": "missing", "error": f"{path} does not exist"}
         except (OSError, ValueError) as exc:
-            raise ReportError(f"{path}: not a readable result file ({exc})") from exc
+            raise ReportError(
+                f"RESULTS {results}: {path} is not a readable result file ({exc}); run that "
+                "point again (`dlperf sweep` with the same --run-id redoes what is not complete) "
+                "or move its directory away"
+            ) from exc
         if result.get("status") != "missing":
             try:
                 result = upgrade(result, path)
@@ -61,7 +69,7 @@ def load_points(results: Path) -> list[Point]:
             telemetry[tfile.stem] = read_samples(tfile)
         points.append(Point(int(match.group(1)), result, telemetry))
     if not points:
-        raise ReportError(f"{results}: no <N>nodes/ result directories (is this a dlperf sweep?)")
+        raise ReportError(f"RESULTS {results}: no <N>nodes/ result directories ({ONE_SWEEP})")
     return sorted(points, key=lambda p: p.nodes)
 
 

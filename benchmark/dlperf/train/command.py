@@ -136,7 +136,10 @@ def validate_train(args) -> None:
     if args.data != "synthetic" and not Path(args.data).is_file():
         raise UsageError(f"--data {args.data}: no such file (give 'synthetic' or a .rec file)")
     if args.val_data is not None and not Path(args.val_data).is_file():
-        raise UsageError(f"--val-data {args.val_data}: no such file")
+        raise UsageError(
+            f"--val-data {args.val_data}: no such file (give the validation .rec file that "
+            "`dlperf data prepare` or `dlperf data digits` wrote)"
+        )
     if args.mode == "tta" and (args.val_data is None or args.data == "synthetic"):
         raise UsageError("--mode tta needs real --data and --val-data .rec files to measure top-1")
 

@@ -1,0 +1,80 @@
+"""Every dlperf command refuses bad input with one message that names the flag (or argument) and
+says what to give instead, points at the command's --help, exits 2 and writes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dlperf.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+# (argv; OUT is a path that must not be created, MISSING one that does not exist, TMP the test's
+# directory), the command as the message names it, what the message starts with (the flag and
+# the bad value), and the words that say how to fix it.
+CASES = [
+    (["train", "--model", "nope", "--output", "OUT"], "train", "--model 'nope'", "choose from"),
+    (["train", "--batch-size", "0", "--output", "OUT"], "train", "--batch-size 0", "must be > 0"),
+    (["train", "--data", "MISSING", "--output", "OUT"], "train", "--data MISSING",
+     "give 'synthetic' or a .rec file"),
+    (["train", "--val-data", "MISSING", "--output", "OUT"], "train", "--val-data MISSING",
+     "give the validation .rec file"),
+    (["train", "--mode", "tta", "--output", "OUT"], "train", "--mode tta",
+     "needs real --data and --val-data"),
+    (["train", "--compile", "--output", "OUT"], "train", "--compile",
+     "only the pytorch backend compiles"),
+    (["data", "digits", "--image-size", "4", "--output", "OUT"], "data digits",
+     "--image-size 4", "must be >= 8"),
+    (["data", "prepare", "MISSING", "--output", "OUT.rec"], "data prepare", "ROOT MISSING",
+     "give a folder with one sub-folder of images per class"),
+    (["data", "prepare", "TMP", "--output", "OUT.txt"], "data prepare", "--output OUT.txt",
+     "must end in .rec"),
+    (["telemetry", "--interval", "0", "--output", "OUT"], "telemetry", "--interval 0",
+     "must be > 0"),
+    (["sweep", "--nodes", "1,x", "--results", "OUT"], "sweep", "--nodes '1,x'", "e.g. 1,2,4,8"),
+    (["sweep", "--launcher", "hosts", "--results", "OUT"], "sweep", "--launcher hosts",
+     "needs --hosts h1,h2"),
+    (["sweep", "--results", "OUT", "--output", "x"], "sweep", "--output",
+     "set by the sweep for each point; do not pass it"),
+    (["report", "MISSING", "--output", "OUT"], "report", "RESULTS MISSING",
+     "give the directory of one sweep"),
+    (["report", "TMP", "--output", "OUT"], "report", "RESULTS TMP",
+     "give the directory of one sweep"),
+    (["allreduce", "--megabytes", "0", "--output", "OUT"], "allreduce", "--megabytes 0",
+     "must be in (0, 4096]"),
+    (["reproduce", "--project", "REPO", "--inventory", "inventory/nowhere", "--results", "OUT"],
+     "reproduce", "--inventory inventory/nowhere", "give an inventory directory or file"),
+    (["reproduce", "--project", "REPO", "--run-id", "a b", "--results", "OUT"], "reproduce",
+     "--run-id 'a b'", "use letters, digits"),
+    (["reproduce", "--project", "TMP", "--results", "OUT"], "reproduce", "--project TMP",
+     "point --project at it"),
+    (["model", "--node-throughput", "100", "--overlap", "2"], "model", "--overlap 2",
+     "between 0 and 1"),
+    (["model", "--node-throughput", "100", "--nodes", "x"], "model", "--nodes 'x'",
+     "give node counts such as 1,2,4,8"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "command", "starts", "fix"), CASES, ids=[" ".join(c[0][:3]) for c in CASES]
+)
+def test_bad_input_names_the_flag_and_the_fix(tmp_path, capsys, argv, command, starts, fix):
+    names = {
+        "OUT": str(tmp_path / "out"),
+        "MISSING": str(tmp_path / "missing"),
+        "TMP": str(tmp_path),
+        "REPO": str(REPO),
+    }
+
+    def fill(text: str) -> str:
+        for key, value in names.items():
+            text = text.replace(key, value)
+        return text
+
+    assert main([fill(a) for a in argv]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith(f"dlperf {command}: error: {fill(starts)}"), lines
+    assert fix in lines[0], lines
+    assert lines[1:] == [f"(dlperf {command} --help: every flag, and an example)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a refused command wrote something"
