@@ -26,6 +26,7 @@ from dlperf.playbooks import PlaybookResult, run_playbook
 from dlperf.reproduce_progress import (
     PhaseProgress,
     clock,
+    follow,
     previous_durations,
     results_table,
     with_display,
@@ -174,15 +175,6 @@ def run_reproduce(
         say(phase, f"{playbook}: starting{last}")
         show(state)
 
-        def task_started(task: str, state=state, phase=phase) -> None:
-            state.start_task(task)
-            say(phase, task)
-            show(state)
-
-        def host_done(host: str, outcome: str, state=state) -> None:
-            state.host_done(host, outcome)
-            show(state)
-
         result: PlaybookResult = run_playbook(
             cfg.project,
             playbook,
@@ -190,8 +182,7 @@ def run_reproduce(
             extravars,
             artifacts_dir=cfg.run_dir / "ansible" / phase,
             strategy=VIRTUAL_STRATEGY if cfg.virtual and phase != "cluster" else None,
-            on_task=task_started,
-            on_host_done=host_done,
+            **follow(state, show, say),
             envvars={"DLPERF_PROGRESS_FILE": str(steps)},
         )
         entry = {

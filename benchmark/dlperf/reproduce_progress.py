@@ -70,6 +70,27 @@ class PhaseProgress:
         return " | ".join(parts)
 
 
+def follow(
+    state: PhaseProgress,
+    show: Callable[[PhaseProgress], None],
+    say: Callable[[str, str], None] | None = None,
+) -> dict:
+    """run_playbook's on_task and on_host_done, keeping STATE current and showing it after each
+    event; say(phase, task) also hears every task's name as it starts."""
+
+    def on_task(task: str) -> None:
+        state.start_task(task)
+        if say:
+            say(state.phase, task)
+        show(state)
+
+    def on_host_done(host: str, outcome: str) -> None:
+        state.host_done(host, outcome)
+        show(state)
+
+    return {"on_task": on_task, "on_host_done": on_host_done}
+
+
 def previous_durations(results: Path, run_id: str) -> dict[str, float]:
     """Per phase, its wall time in the latest other run that finished it: the ETA's basis."""
     latest: dict[str, tuple[str, float]] = {}
@@ -128,9 +149,11 @@ def with_display(
     run: Callable[[Callable[[str, str], None], Callable[[PhaseProgress], None]], dict],
     title: str,
     quiet: bool = False,
+    line_every_s: float = 60,
 ) -> dict:
     """Call run(progress, live) with a live display on a terminal (rich, refreshed every 2 s)
-    or plain timestamped lines (milestones, and the current line once a minute); its result."""
+    or plain timestamped lines (milestones, and the current line every LINE_EVERY_S); its
+    result."""
     from dlperf.progress import interactive
 
     t0 = time.monotonic()
@@ -184,7 +207,7 @@ def with_display(
                 if milestone(text):
                     line(phase, text)
 
-            every(60, lambda state: line(state.phase, state.line()))
+            every(line_every_s, lambda state: line(state.phase, state.line()))
             return run(plain, track)
     finally:
         stop.set()

@@ -28,6 +28,7 @@ from dlperf.reproduce import (
     phase_table,
     run_reproduce,
 )
+from dlperf.reproduce_progress import with_display
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = "inventory/virtual/hosts.yml"
@@ -161,9 +162,20 @@ def outcomes(log: str, task: str) -> dict[str, str]:
     return found
 
 
-def milestones(phase: str, text: str) -> None:
-    if text.startswith("done"):
-        print(f"\n[e2e] {phase}: {text}")
+def reproduce(cfg: ReproduceConfig, progress=None) -> dict:
+    """run_reproduce with the command's own display (each phase's start and end, and its current
+    task, hosts and elapsed time live on a terminal, a line a minute in logs); PROGRESS also
+    hears every task's name."""
+
+    def run(say, show):
+        def both(phase: str, text: str) -> None:
+            say(phase, text)
+            if progress:
+                progress(phase, text)
+
+        return run_reproduce(cfg, both, show)
+
+    return with_display(run, "e2e: dlperf reproduce")
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +188,6 @@ def crashed(cluster):
     fault: dict[str, str] = {}
 
     def progress(phase: str, text: str) -> None:
-        milestones(phase, text)
         if phase == "site" and text == KILL_AT and not fault:
             token = f"written-on-{KILLED}-before-it-died-{time.time_ns()}"
             vm(KILLED, f"sudo -u dlperf sh -c 'echo {token} > /shared/crash-token'")
@@ -186,7 +197,7 @@ def crashed(cluster):
 
     t0 = time.monotonic()
     with pytest.raises(ReproduceError) as err:
-        run_reproduce(cfg, progress)
+        reproduce(cfg, progress)
     print(f"\n[e2e] dlperf reproduce with {KILLED} lost: {time.monotonic() - t0:.0f} s")
     assert fault, f"site.yml never reached '{KILL_AT}'"
     record = json.loads((cfg.run_dir / "reproduce.json").read_text())
@@ -198,7 +209,7 @@ def reproduced(crashed):
     """The same command again, after the crash: resumes the run to the report."""
     cfg = reproduce_config()
     t0 = time.monotonic()
-    record = run_reproduce(cfg, milestones)
+    record = reproduce(cfg)
     print(f"\n[e2e] dlperf reproduce again: {time.monotonic() - t0:.0f} s")
     print("\n".join(phase_table(record)))
     return record, cfg.run_dir

@@ -18,6 +18,7 @@ import shutil
 import pytest
 from dlperf.playbooks import run_playbook
 from dlperf.reproduce import horovod_wheel
+from dlperf.reproduce_progress import PhaseProgress, follow, with_display
 
 from tests.rehearsal.cluster import REPO, Cluster
 
@@ -41,16 +42,25 @@ def cluster(tmp_path_factory):
 
 
 def playbook(cluster, name, extravars=None, check=False, results=None):
-    return run_playbook(
-        REPO,
-        name,
-        str(cluster.inventory),
-        extravars,
-        artifacts_dir=cluster.workdir / "runner",
-        on_result=results.append if results is not None else None,
-        check=check,
-        envvars=cluster.ansible_env,
-    )
+    """Run NAME on the rehearsal cluster, showing its current task, the hosts through it and the
+    elapsed time as `dlperf reproduce` does (a line a minute when not on a terminal)."""
+
+    def run(say, show):
+        state = PhaseProgress(f"rehearsal {name}{' --check' if check else ''}")
+        show(state)
+        return run_playbook(
+            REPO,
+            name,
+            str(cluster.inventory),
+            extravars,
+            artifacts_dir=cluster.workdir / "runner",
+            on_result=results.append if results is not None else None,
+            check=check,
+            envvars=cluster.ansible_env,
+            **follow(state, show),
+        )
+
+    return with_display(run, f"rehearsal: {name}")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,14 @@ from dlperf.reproduce import (
     run_command,
     run_reproduce,
 )
-from dlperf.reproduce_progress import PhaseProgress, milestone, previous_durations, results_table
+from dlperf.reproduce_progress import (
+    PhaseProgress,
+    follow,
+    milestone,
+    previous_durations,
+    results_table,
+    with_display,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -265,3 +272,26 @@ def test_progress_hears_every_task_and_tells_milestones_apart(tmp_path):
     tasks = [t for p, t in heard if p == "site" and not milestone(t)]
     assert tasks, heard  # the playbook's tasks reach progress by name (fault injection uses it)
     assert [t for p, t in heard if milestone(t)][-1].startswith("done in ")
+
+
+def test_in_logs_a_long_task_gets_a_line_at_every_interval(capsys):
+    def run(say, show):
+        state = PhaseProgress("site")
+        callbacks = follow(state, show, say)
+        callbacks["on_task"]("nfs_server : Export the shared directory")
+        callbacks["on_host_done"]("head01", "ok")
+        callbacks["on_host_done"]("c4140-01", "failed")
+        time.sleep(0.7)  # a long task: no events, yet the line comes again
+        return {"ok": True}
+
+    assert with_display(run, "test", quiet=True, line_every_s=0.2) == {"ok": True}
+    lines = [x for x in capsys.readouterr().out.splitlines() if "nfs_server" in x]
+    assert len(lines) >= 2, lines
+    assert all(
+        re.search(
+            r"^\[\d\d:\d\d:\d\d \+ *\d+s\] site: nfs_server : Export the shared "
+            r"directory \| 2/2 hosts \| 1 failed \| 0:00$",
+            x,
+        )
+        for x in lines
+    ), lines
