@@ -158,7 +158,11 @@ BATCH_SCRIPT = """\
 set -u
 export PATH={bindir}:$PATH
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
-export MASTER_ADDR MASTER_PORT={port}
+# PyTorch's rank 0 listens on MASTER_ADDR: a port free there, picked here (the batch script
+# runs on the allocation's first node).
+MASTER_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0))
+print(s.getsockname()[1])')
+export MASTER_ADDR MASTER_PORT
 echo "slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST ($SLURM_NTASKS tasks)"
 stop=$(mktemp -u "${{TMPDIR:-/tmp}}/dlperf-telemetry.XXXXXX")
 mkfifo -m 0600 "$stop"
@@ -195,6 +199,16 @@ def slurm_directives(cfg, nodes: int, partial: Path) -> list[str]:
     return lines + cfg.sbatch_args
 
 
+def sbatch_quote(directive: str) -> str:
+    """An `--name=value` option as an #SBATCH line carries it: sbatch splits those lines at
+    blanks unless a value is in double quotes (which it removes). sweep.validate refuses a value
+    with both a blank and a double quote."""
+    name, sep, value = directive.partition("=")
+    if sep and any(c.isspace() for c in value):
+        return f'{name}="{value}"'
+    return directive
+
+
 def srun_ranks(cfg, partial: Path) -> str:
     """The batch script's step that starts the ranks."""
     train = [dlperf_binary(), "train", *cfg.train_args, "--output", str(partial)]
@@ -206,10 +220,11 @@ def srun_ranks(cfg, partial: Path) -> str:
 
 def batch_script(cfg, nodes: int, partial: Path) -> str:
     return BATCH_SCRIPT.format(
-        directives="\n".join(f"#SBATCH {d}" for d in slurm_directives(cfg, nodes, partial)),
+        directives="\n".join(
+            f"#SBATCH {sbatch_quote(d)}" for d in slurm_directives(cfg, nodes, partial)
+        ),
         run_id=cfg.run_id,
         bindir=shlex.quote(str(Path(sys.executable).parent)),
-        port=free_port(),
         telemetry=shlex.quote(str(partial / "telemetry")),
         dlperf=shlex.quote(dlperf_binary()),
         interval=cfg.telemetry_interval,

@@ -76,6 +76,16 @@ def validate(cfg: SweepConfig) -> None:
     bad = [a for a in cfg.sbatch_args if not a.startswith("--")]
     if bad:
         raise SweepError(f"--sbatch-arg {bad[0]!r}: give sbatch options as --name=value")
+    if cfg.launcher == "slurm":
+        # #SBATCH lines keep a blank inside double quotes, but cannot hold both.
+        for flag, value in [("--results", str(cfg.results))] + [
+            ("--sbatch-arg", a) for a in cfg.sbatch_args
+        ]:
+            if '"' in value and any(c.isspace() for c in value):
+                raise SweepError(
+                    f"{flag} {value!r}: a blank and a double quote together cannot be written "
+                    "into an #SBATCH line; rename it without one of them"
+                )
     if "--output" in cfg.train_args:
         raise SweepError("--output is set by the sweep for each point; do not pass it")
     if cfg.telemetry_interval <= 0:

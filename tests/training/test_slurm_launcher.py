@@ -64,6 +64,7 @@ def point(results: Path, run_id: str) -> dict:
 
 
 def test_a_point_is_one_batch_job_whose_ranks_srun_starts(slurm, tmp_path):
+    tmp_path = tmp_path / "results with spaces"  # paths in #SBATCH lines and the script, quoted
     proc = sweep(slurm, tmp_path, "ok", *THROUGHPUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = point(tmp_path, "ok")
@@ -131,3 +132,16 @@ def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(slur
         assert time.monotonic() < deadline, f"jobs left after SIGTERM: {slurm.jobs()}"
         time.sleep(0.5)
     assert not (tmp_path / "term" / "1nodes").exists()  # no half-finished point in place
+
+
+def test_pytorch_ranks_meet_at_a_port_the_first_allocated_node_picked(slurm, tmp_path):
+    """PyTorch ranks take their place from SLURM_PROCID/SLURM_NTASKS and meet at MASTER_ADDR:
+    the batch script picks MASTER_PORT on that node (where rank 0 listens), not the submitter."""
+    proc = sweep(slurm, tmp_path, "torch", *THROUGHPUT, "--backend", "pytorch")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = point(tmp_path, "torch")
+    assert result["status"] == "ok", result.get("error")
+    assert result["backend"] == "pytorch" and result["world_size"] == 2
+    fingerprints = result["param_fingerprints"]
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1]
+    assert "srun --mpi=none" in (tmp_path / "torch" / "1nodes" / "job.sh").read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,10 @@ def test_a_cpu_point_asks_for_no_gres_and_pytorch_ranks_need_no_pmi():
     assert not [d for d in directives(script) if d.startswith("--gres")]
     assert "srun --mpi=none --kill-on-bad-exit=1 " in script
     assert "--output '/p q'" in script  # paths are quoted for the shell
+    assert '--output="/p q/train.log"' in directives(script)  # and for sbatch's #SBATCH lines
+    # the rendezvous port is picked on the allocation's first node, where rank 0 listens
+    assert re.search(r"^MASTER_PORT=\$\(python3 -c .*bind", script, re.M)
+    assert "export MASTER_ADDR MASTER_PORT\n" in script
 
 
 @pytest.mark.parametrize(
@@ -59,6 +64,8 @@ def test_a_cpu_point_asks_for_no_gres_and_pytorch_ranks_need_no_pmi():
         ({"gpus_per_node": -1}, "--gpus-per-node -1"),
         ({"sbatch_args": ["partition=gpu"]}, "--sbatch-arg 'partition=gpu'"),
         ({"launcher": "pbs"}, "--launcher pbs"),
+        ({"results": Path('/r/a "b" c')}, "--results '/r/a \"b\" c': a blank and a double quote"),
+        ({"sbatch_args": ['--comment="x y"']}, "--sbatch-arg '--comment=\"x y\"'"),
     ],
 )
 def test_bad_slurm_input_is_refused_naming_the_flag(change, needle):
