@@ -40,7 +40,9 @@ options:
 EXAMPLES = r"""
 - name: Launch over the first two compute nodes, 4 GPUs each
   ansible.builtin.debug:
-    msg: "{{ groups['compute'][:2] | dlperf_hostlist(hostvars, slots_var='gpus_per_node') }}"
+    msg: >-
+      {{ groups['compute'][:2]
+         | dlperf.cluster.dlperf_hostlist(hostvars, slots_var='dlperf_gpus_per_node') }}
   # -> c4140-01:4,c4140-02:4
 """
 

@@ -13,37 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 
-DOCUMENTATION = r"""
-name: dlperf_listify
-short_description: A list from a list, a comma-joined string or a single value
-description:
-  - Without I(fields), turns C(_input) into a list - a list stays as it is, a string is split at
-    commas (C(rw,sync) as exports(5) and fstab write options), anything else becomes a one-item
-    list, and null an empty list.
-  - With I(fields), C(_input) is a list of dicts (or one dict) and each named field of each item
-    is turned into a list that way.
-options:
-  _input:
-    description: The value, or the list of items.
-    type: raw
-    required: true
-  fields:
-    description: Fields of each item to turn into lists.
-    type: list
-    elements: str
-"""
-
-EXAMPLES = r"""
-- name: Render exports whose options may be written as in /etc/exports
-  ansible.builtin.set_fact:
-    __exports: "{{ nfs_server_exports | dlperf_listify(['clients', 'options']) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The list, or the items with their fields as lists.
-  type: list
-"""
+# Each filter's documentation: dlperf_listify.yml and dlperf_shape_errors.yml beside this file.
 
 
 def _as_list(value) -> list:

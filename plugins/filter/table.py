@@ -33,7 +33,9 @@ options:
 EXAMPLES = r"""
 - name: Show the validation table
   ansible.builtin.debug:
-    msg: "{{ rows | dlperf_table(['status', 'check', 'node', 'detail'], upper=['status']) }}"
+    msg: >-
+      {{ rows | dlperf.cluster.dlperf_table(['status', 'check', 'node', 'detail'],
+                                            upper=['status']) }}
 """
 
 RETURN = r"""

@@ -138,6 +138,33 @@ def test_an_installed_copy_runs_modules_filters_and_a_role_by_fqcn(installed_col
     assert any("NO BMC: localhost has no bmc_address" in str(m) for m in said), said
 
 
+def test_every_filter_and_module_has_its_own_documentation(installed_collection):
+    """ansible-doc of each plugin of the installed copy describes that plugin (a file holding
+    two filters documents them in YAML files of their names, not in its own DOCUMENTATION)."""
+    import importlib.util
+
+    filters = []
+    for path in sorted((REPO / "plugins" / "filter").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"filter_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        filters += module.FilterModule().filters()
+    modules = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
+    env = dict(clean_env(), ANSIBLE_COLLECTIONS_PATH=str(installed_collection))
+    for kind, names in (("filter", filters), ("module", modules)):
+        proc = subprocess.run(
+            [BIN / "ansible-doc", "--json", "-t", kind, *(f"dlperf.cluster.{n}" for n in names)],
+            capture_output=True, text=True, env=env, cwd=installed_collection,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        docs = json.loads(proc.stdout)
+        assert sorted(docs) == sorted(f"dlperf.cluster.{n}" for n in names), proc.stderr
+        for fqcn, doc in docs.items():
+            name = doc["doc"].get("name") or doc["doc"].get("module")
+            assert name == fqcn.rsplit(".", 1)[1], (fqcn, doc["doc"].get("short_description"))
+            assert doc["examples"] and doc["return"], fqcn
+
+
 def test_ansible_test_sanity_passes(installed_collection, tmp_path):
     """ansible-test makes one venv per sanity test and seeds pip in each from a bootstrap script
     it downloads from its own CI file server, not from a package index. A stand-in for that
