@@ -2,8 +2,10 @@
 # Pure Python (no Ansible imports) so `dlperf sweep` can build the same command.
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 
 
@@ -77,9 +79,35 @@ def launch_command(
                 network_interface,
             ]
         cmd += extra
+    elif launcher == "srun":
+        cmd = srun_command(hosts, np, train_args) + extra
     else:
-        raise ValueError(f"unknown launcher {launcher!r} (horovodrun or mpirun)")
+        raise ValueError(f"unknown launcher {launcher!r} (horovodrun, mpirun or srun)")
     return [*cmd, dlperf, "train", *train_args]
+
+
+def srun_command(hosts: str, np: int, train_args: list[str]) -> list[str]:
+    """srun over exactly the hosts of HOST:SLOTS,... (a job of its own, or a step inside the
+    allocation it runs in), the same number of tasks on each. Horovod (the mxnet engine) joins
+    through MPI over PMIx; PyTorch ranks read SLURM_PROCID/SLURM_NTASKS and need no PMI."""
+    entries = [entry.strip().rpartition(":") for entry in hosts.split(",")]
+    per_node = sorted({int(slots) for _, _, slots in entries})
+    if len(per_node) != 1:
+        raise ValueError(
+            f"srun starts the same number of tasks on every node; hosts={hosts} has "
+            f"{', '.join(map(str, per_node))} (give every host the same slots)"
+        )
+    flag = "--backend"
+    backend = train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else "mxnet"
+    return [
+        "srun",
+        f"--nodes={len(entries)}",
+        f"--nodelist={','.join(name for name, _, _ in entries)}",
+        f"--ntasks={np}",
+        f"--ntasks-per-node={per_node[0]}",
+        f"--mpi={'pmix' if backend == 'mxnet' else 'none'}",
+        "--kill-on-bad-exit=1",
+    ]
 
 
 # Gloo gives up on a peer after 30 s, shorter than a rank's first steps (oneDNN/cuDNN kernel
@@ -111,10 +139,13 @@ def job_environment(base: dict, extra: dict | None = None, defaults: dict | None
     return env
 
 
-def run_logged(cmd: list[str], log: str, env: dict, cwd: str, timeout: int) -> int | None:
+def run_logged(
+    cmd: list[str], log: str, env: dict, cwd: str, timeout: int, grace: float = 20
+) -> int | None:
     """Run CMD in its own session with stdout and stderr into LOG; its return code, or None
-    when it ran past TIMEOUT seconds and its whole process group (launcher and ranks) was killed.
-    """
+    when it ran past TIMEOUT seconds and its whole process group (launcher and ranks) was
+    stopped: SIGTERM first, which srun and mpirun pass on to the ranks (srun also ends its
+    job), then SIGKILL after GRACE seconds."""
     with open(log, "w") as fh:
         proc = subprocess.Popen(
             cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
@@ -122,7 +153,11 @@ def run_logged(cmd: list[str], log: str, env: dict, cwd: str, timeout: int) -> i
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
+            os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group
             proc.wait()
             return None
 

@@ -8,8 +8,9 @@ module: dlperf_job
 short_description: Run one distributed dlperf train job and return its result
 description:
   - From the launch node, starts C(dlperf train) over a host list with C(horovodrun) (Gloo or
-    MPI controller) or C(mpirun), waits for it with a timeout, and returns the parsed
-    C(result.json) (status, throughput, time to accuracy, epochs, world size) and its log paths.
+    MPI controller), C(mpirun) or Slurm's C(srun), waits for it with a timeout, and returns the
+    parsed C(result.json) (status, throughput, time to accuracy, epochs, world size) and its log
+    paths.
   - Run it as the benchmark user (C(become_user)), whose SSH trust MPI needs between nodes.
   - On failure the message carries the tail of the job's log. In check mode the command it
     would run is returned and nothing is started.
@@ -24,9 +25,14 @@ options:
     description: Number of processes; defaults to the sum of the slots.
     type: int
   launcher:
-    description: Launcher.
+    description:
+      - C(horovodrun) and C(mpirun) start the ranks over SSH.
+      - C(srun) runs the job through Slurm on exactly the hosts given, the same number of tasks
+        on each (their slots): Horovod (the mxnet engine) over PMIx, PyTorch ranks from
+        C(SLURM_PROCID). Outside an allocation srun makes a job of its own (give a partition,
+        time or C(--gres) in O(launcher_args)); a timeout ends it.
     type: str
-    choices: [horovodrun, mpirun]
+    choices: [horovodrun, mpirun, srun]
     default: horovodrun
   controller:
     description: Horovod controller for C(horovodrun).
@@ -34,7 +40,9 @@ options:
     choices: [gloo, mpi]
     default: gloo
   network_interface:
-    description: Interface for Horovod/MPI traffic (e.g. C(ib0), or C(eth1) on the virtual cluster).
+    description:
+      - Interface for Horovod/MPI traffic (e.g. C(ib0), or C(eth1) on the virtual cluster).
+      - With C(srun), given to Open MPI's TCP transport through C(OMPI_MCA_btl_tcp_if_include).
     type: str
   train_args:
     description: Arguments of C(dlperf train), without C(--output).
@@ -50,7 +58,9 @@ options:
     type: str
     default: dlperf
   timeout:
-    description: Seconds after which the job is killed and reported failed.
+    description:
+      - Seconds after which the job is stopped (SIGTERM to the launcher and its ranks, SIGKILL
+        20 s later) and reported failed.
     type: int
     default: 3600
   start_timeout:
@@ -138,7 +148,7 @@ def main() -> None:
             "np": {"type": "int"},
             "launcher": {
                 "type": "str",
-                "choices": ["horovodrun", "mpirun"],
+                "choices": ["horovodrun", "mpirun", "srun"],
                 "default": "horovodrun",
             },
             "controller": {"type": "str", "choices": ["gloo", "mpi"], "default": "gloo"},
@@ -179,16 +189,15 @@ def main() -> None:
     os.makedirs(output, exist_ok=True)
     if os.path.exists(result_file):  # never report a previous job's numbers as this one's
         os.unlink(result_file)
-    env = job_environment(
-        dict(os.environ),
-        p["environment"],
-        defaults=rendezvous_environment(p["hosts"], p["network_interface"]),
-    )
+    defaults = rendezvous_environment(p["hosts"], p["network_interface"])
+    if p["launcher"] == "srun" and p["network_interface"]:
+        defaults["OMPI_MCA_btl_tcp_if_include"] = p["network_interface"]
+    env = job_environment(dict(os.environ), p["environment"], defaults=defaults)
     start = time.monotonic()
     rc = run_logged(cmd, log, env, output, p["timeout"])
     if rc is None:
         module.fail_json(
-            msg=f"job exceeded timeout={p['timeout']}s and was killed; log tail:\n{log_tail(log)}",
+            msg=f"job exceeded timeout={p['timeout']}s and was stopped; log tail:\n{log_tail(log)}",
             cmd=cmd,
             log=log,
             result_file=result_file,

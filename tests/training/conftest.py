@@ -38,3 +38,14 @@ def digits(tmp_path_factory) -> Path:
     proc = dlperf("data", "digits", "--output", str(out), "--image-size", "32")
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A real one-node Slurm (tests/training/slurm.py), shared by the launcher's and the
+    dlperf_job module's tests."""
+    from .slurm import LocalSlurm
+
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()

@@ -114,3 +114,37 @@ def test_a_pytorch_job_meets_at_the_rendezvous_the_module_sets(
     assert result["result"]["status"] == "ok" and result["result"]["world_size"] == 2
     assert result["result"]["backend"] == "pytorch"
     assert result["result"]["precision"] == "float32"
+
+
+def test_srun_takes_the_hosts_and_their_slots_and_refuses_uneven_ones(run_playbook, tmp_path):
+    rc, result = job(
+        run_playbook, tmp_path / "out", check=True, hosts="c1:2,c2:2", launcher="srun",
+        train_args=["--backend", "pytorch", *TRAIN], launcher_args=["--partition=gpu"],
+    )  # fmt: skip
+    assert rc == 0, result.get("msg")
+    assert result["cmd"][:9] == [
+        "srun", "--nodes=2", "--nodelist=c1,c2", "--ntasks=4", "--ntasks-per-node=2",
+        "--mpi=none", "--kill-on-bad-exit=1", "--partition=gpu", str(BIN / "dlperf"),
+    ]  # fmt: skip
+    rc, result = job(run_playbook, tmp_path / "out", check=True, hosts="c1:2,c2:1", launcher="srun")
+    assert rc != 0 and "srun starts the same number of tasks on every node" in result["msg"]
+
+
+def test_an_srun_job_runs_through_slurm_and_a_timeout_ends_its_job(run_playbook, slurm, tmp_path):
+    through_slurm = {
+        "hosts": f"{slurm.host}:2",
+        "launcher": "srun",
+        "launcher_args": ["--partition=test"],
+        "environment": {"SLURM_CONF": slurm.env["SLURM_CONF"]},
+    }
+    rc, result = job(run_playbook, tmp_path / "ok", check=False, **through_slurm)
+    assert rc == 0, result.get("msg")
+    assert result["result"]["status"] == "ok" and result["result"]["world_size"] == 2
+    assert "--mpi=pmix" in result["cmd"]  # Horovod (mxnet) over PMIx
+    long = [*TRAIN[:-4], "--iterations", "100000", "--warmup-iterations", "2"]
+    rc, result = job(
+        run_playbook, tmp_path / "long", check=False, timeout=15, train_args=long,
+        **through_slurm,
+    )  # fmt: skip
+    assert rc != 0 and "exceeded timeout=15s" in result["msg"], result.get("msg")
+    assert slurm.jobs() == []  # srun ended its job on SIGTERM: nothing left running

@@ -11,19 +11,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from .conftest import BIN, ENV, TINY
-from .slurm import LocalSlurm
 
 THROUGHPUT = [*TINY, "--batch-size", "16", "--iterations", "8", "--warmup-iterations", "2"]
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
-    yield cluster
-    cluster.stop()
 
 
 def sweep_cmd(results: Path, run_id: str, *train: str) -> list[str]:
