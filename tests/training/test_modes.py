@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,23 @@ def test_bad_input_exits_non_zero_naming_the_flag_and_writes_nothing(tmp_path, a
     assert proc.returncode != 0
     assert flag in proc.stderr
     assert not (out / "result.json").exists()
+
+
+@pytest.mark.skipif(
+    "avx512f" not in Path("/proc/cpuinfo").read_text(),
+    reason="MXNet's bfloat16 kernels (oneDNN) need a CPU with AVX-512",
+)
+def test_mixed_precision_with_amp_and_its_loss_scaler_learns_digits(tmp_path, digits):
+    """MXNet's AMP, the path float16 takes on GPUs (amp.init, a dynamic loss scaler on the
+    trainer, the loss scaled before backward), here in bfloat16 on the CPU: it must learn."""
+    out = tmp_path / "amp"
+    proc = train_tta(
+        digits, out, "32", "0.85", "15", "--warmup-epochs", "1", "--lr-per-256", "1.0",
+        "--dtype", "bfloat16", "--device", "cpu",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = read_result(out)
+    assert result["status"] == "ok" and result["reached_target"] is True
+    assert (result["backend"], result["precision"]) == ("mxnet", "bfloat16")
+    assert result["provenance"]["mixed_precision"] == ("MXNet AMP (bfloat16), dynamic loss scaling")
+    assert result["top1"] >= 0.85

@@ -111,7 +111,14 @@ def test_throughput_mode_records_backend_precision_and_the_first_step_apart(tmp_
     [
         (["--backend", "mxnet", "--compile"], "--compile: only the pytorch backend compiles"),
         (["--backend", "mxnet", "--layout", "NHWC"], "--layout NHWC: the mxnet backend"),
-        (["--backend", "mxnet", "--dtype", "bfloat16"], "--dtype bfloat16: the mxnet backend"),
+        (
+            ["--backend", "mxnet", "--dtype", "bfloat16", "--device", "gpu"],
+            "--dtype bfloat16: MXNet computes bfloat16 on CPU (oneDNN) only",
+        ),
+        (
+            ["--backend", "mxnet", "--dtype", "float16", "--device", "cpu"],
+            "--dtype float16: MXNet has no float16 kernels on CPU",
+        ),
         (["--backend", "tensorflow"], "argument --backend: invalid choice: 'tensorflow'"),
     ],
 )

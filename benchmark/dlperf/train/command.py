@@ -66,8 +66,9 @@ def add_train_parser(sub) -> None:
         "--dtype",
         choices=["auto", "float32", "float16", "bfloat16"],
         default="auto",
-        help="auto on GPU: float16 (mxnet), bfloat16 AMP or float16 AMP with loss scaling where "
-        "the GPU lacks bf16 (pytorch); float32 on CPU",
+        help="mixed precision, with dynamic loss scaling; auto on GPU: float16 AMP (mxnet), "
+        "bfloat16 AMP, or float16 AMP where the GPU lacks bf16 (pytorch); float32 on CPU. "
+        "mxnet: float16 on GPU only, bfloat16 on CPU only (oneDNN)",
     )
     p.add_argument(
         "--layout",
@@ -128,7 +129,16 @@ def validate_train(args) -> None:
         unsupported = [
             (args.compile, "--compile: only the pytorch backend compiles (MXNet hybridizes)"),
             (args.layout == "NHWC", "--layout NHWC: the mxnet backend trains in NCHW"),
-            (args.dtype == "bfloat16", "--dtype bfloat16: the mxnet backend has float16 only"),
+            (
+                args.dtype == "bfloat16" and args.device == "gpu",
+                "--dtype bfloat16: MXNet computes bfloat16 on CPU (oneDNN) only; use float16 on "
+                "GPUs",
+            ),
+            (
+                args.dtype == "float16" and args.device == "cpu",
+                "--dtype float16: MXNet has no float16 kernels on CPU; use bfloat16 (oneDNN) or "
+                "float32 there",
+            ),
         ]
         for bad, message in unsupported:
             if bad:
@@ -168,12 +178,13 @@ def _set_runtime_defaults(args) -> None:
     # allreduce reads a gradient still in oneDNN layout (seen in 3 of 3 two-rank gloo runs on one
     # loaded 2-core machine, never on another). Off costs 4-5x on CPU; CPU runs here are checks
     # and demos, the reference runs on GPUs, where oneDNN plays no part. A single worker keeps
-    # it; MXNET_MKLDNN_ENABLED in the environment still wins.
+    # it; MXNET_MKLDNN_ENABLED in the environment still wins. bfloat16 keeps it: MXNet has
+    # bfloat16 kernels only in oneDNN.
     if args.backend != "mxnet":
         return
     from dlperf.train.mxnet.comm import launched_distributed
 
-    if args.device != "gpu" and launched_distributed():
+    if args.device != "gpu" and args.dtype != "bfloat16" and launched_distributed():
         world = _launched_count("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "SLURM_STEP_NUM_TASKS")
         if world > 1:
             os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")

@@ -1,4 +1,10 @@
-"""The MXNet engine: Gluon ResNet v1.5, Horovod's DistributedTrainer, MXNet's record iterator."""
+"""The MXNet engine: Gluon ResNet v1.5, Horovod's DistributedTrainer, MXNet's record iterator.
+
+Mixed precision is MXNet's AMP, as NVIDIA's recipe trains: the weights stay float32, AMP casts
+each operator's inputs to float16 (GPU) or bfloat16 (CPU, oneDNN) where that is safe and keeps
+the rest in float32, and a dynamic loss scaler scales the loss before the backward pass, skips
+a step whose gradients overflowed and lowers the scale (float16 needs it; bfloat16 runs it too,
+harmlessly). The loss and its softmax are computed in float32."""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from dlperf.train.mxnet.comm import make_comm
 from dlperf.train.mxnet.data import RecordData, SyntheticData, classes_in, count_records
 from dlperf.train.mxnet.model import build_model, initializer
 from dlperf.train.schedule import WarmupCosine
+from dlperf.usage import UsageError
 
 
 def _context(cfg: TrainConfig, local_rank: int):
@@ -45,7 +52,23 @@ class MXNetEngine:
         self.device = "gpu" if self.ctx.device_type == "gpu" else "cpu"
         on_gpu = self.device == "gpu"
         self.dtype = ("float16" if on_gpu else "float32") if cfg.dtype == "auto" else cfg.dtype
+        if self.dtype == "float16" and not on_gpu:
+            raise UsageError(
+                "--dtype float16: MXNet has no float16 kernels on CPU; use bfloat16 (oneDNN) or "
+                "float32 there"
+            )
+        if self.dtype == "bfloat16" and on_gpu:
+            raise UsageError(
+                "--dtype bfloat16: MXNet computes bfloat16 on CPU (oneDNN) only; use float16 on "
+                "GPUs"
+            )
         self.precision = self.dtype
+        self.amp = None
+        if self.dtype != "float32":
+            from mxnet.contrib import amp
+
+            amp.init(target_dtype=self.dtype)  # before the network exists: it patches the ops
+            self.amp = amp
         self.threads = decode_threads(cfg, self.comm.local_size)
         mx.random.seed(cfg.seed + self.rank)
         np.random.seed(cfg.seed + self.rank)
@@ -58,6 +81,9 @@ class MXNetEngine:
             "framework": "mxnet",
             "mxnet": _version("mxnet") or _version("mxnet-cu110"),
             "horovod": _version("horovod"),
+            "mixed_precision": (
+                f"MXNet AMP ({self.dtype}), dynamic loss scaling" if self.amp else None
+            ),
         }
 
     # ---- data --------------------------------------------------------------------------
@@ -100,8 +126,6 @@ class MXNetEngine:
         self.classes, self.schedule = classes, schedule
         net = build_model(cfg.model, classes, cfg.width_multiplier)
         net.initialize(initializer(), ctx=self.ctx)
-        if self.dtype == "float16":
-            net.cast("float16")
         net.hybridize(static_alloc=True, static_shape=True)
         # No weight decay on batch-norm parameters and biases (NVIDIA's recipe).
         for _, p in net.collect_params(".*gamma|.*beta|.*bias").items():
@@ -110,23 +134,26 @@ class MXNetEngine:
             "learning_rate": schedule(0),
             "momentum": cfg.momentum,
             "wd": cfg.weight_decay,
-            "multi_precision": self.dtype == "float16",
         }
         # Initialise the deferred shapes, then make every rank start from rank 0's weights.
-        net(mx.nd.zeros((1, 3, cfg.image_size, cfg.image_size), ctx=self.ctx, dtype=self.dtype))
+        net(mx.nd.zeros((1, 3, cfg.image_size, cfg.image_size), ctx=self.ctx))
         params = net.collect_params()
         self.comm.broadcast_parameters(params)
         if self.comm.horovod is not None:
             trainer = self.comm.horovod.DistributedTrainer(params, "sgd", opt)
         else:
             trainer = gluon.Trainer(params, "sgd", opt)
+        if self.amp:
+            # The loss scaler checks the gradients after Horovod's allreduce: every rank sees
+            # the same sums, so all of them skip (or take) the same steps.
+            self.amp.init_trainer(trainer)
         self.net, self.trainer = net, trainer
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False)
 
     # ---- steps -------------------------------------------------------------------------
     def step(self, batch, step: int) -> None:
         cfg, classes = self.cfg, self.classes
-        data = batch.data.as_in_context(self.ctx).astype(self.dtype, copy=False)
+        data = batch.data.as_in_context(self.ctx)
         label = batch.label.as_in_context(self.ctx)
         smooth = mx.nd.one_hot(
             label,
@@ -138,7 +165,11 @@ class MXNetEngine:
         with autograd.record():
             # softmax and the loss in fp32, whatever the network computes in
             loss = self.loss_fn(self.net(data).astype("float32", copy=False), smooth)
-        loss.backward()
+            if self.amp:
+                with self.amp.scale_loss(loss, self.trainer) as scaled:
+                    autograd.backward(scaled)
+        if not self.amp:
+            loss.backward()
         self.trainer.step(data.shape[0])
 
     def images(self, batch) -> int:
@@ -153,7 +184,7 @@ class MXNetEngine:
     def evaluate(self, val) -> float:
         correct = total = 0.0
         for batch in val:
-            data = batch.data.as_in_context(self.ctx).astype(self.dtype, copy=False)
+            data = batch.data.as_in_context(self.ctx)
             n = batch.valid
             pred = self.net(data).argmax(axis=1).astype("float32")[:n]
             label = batch.label.as_in_context(self.ctx)[:n]
