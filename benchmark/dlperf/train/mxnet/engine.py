@@ -1,10 +1,11 @@
 """The MXNet engine: Gluon ResNet v1.5, Horovod's DistributedTrainer, MXNet's record iterator.
 
-Mixed precision is MXNet's AMP, as NVIDIA's recipe trains: the weights stay float32, AMP casts
-each operator's inputs to float16 (GPU) or bfloat16 (CPU, oneDNN) where that is safe and keeps
-the rest in float32, and a dynamic loss scaler scales the loss before the backward pass, skips
-a step whose gradients overflowed and lowers the scale (float16 needs it; bfloat16 runs it too,
-harmlessly). The loss and its softmax are computed in float32."""
+Mixed precision is MXNet's AMP (NVIDIA's MXNet recipe offers it as `--amp`; its default casts
+the network to float16 with multi-precision SGD and no loss scaling): the weights stay float32,
+AMP casts each operator's inputs to float16 (GPU) or bfloat16 (CPU, oneDNN) where that is safe
+and keeps the rest in float32, and a dynamic loss scaler scales the loss before the backward
+pass, skips a step whose gradients overflowed and lowers the scale (float16 needs it; bfloat16
+runs it too, harmlessly). The loss and its softmax are computed in float32."""
 
 from __future__ import annotations
 
