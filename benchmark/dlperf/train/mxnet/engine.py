@@ -141,7 +141,11 @@ class MXNetEngine:
         params = net.collect_params()
         self.comm.broadcast_parameters(params)
         if self.comm.horovod is not None:
-            trainer = self.comm.horovod.DistributedTrainer(params, "sgd", opt)
+            hvd = self.comm.horovod
+            # float16: gradients travel in float16 (Horovod's compression), the volume the
+            # seed's runs and dlperf model's float16 assume; AMP's weights and grads are float32.
+            compression = hvd.Compression.fp16 if self.dtype == "float16" else hvd.Compression.none
+            trainer = hvd.DistributedTrainer(params, "sgd", opt, compression=compression)
         else:
             trainer = gluon.Trainer(params, "sgd", opt)
         if self.amp:
