@@ -240,7 +240,7 @@ FINAL_STATES = {
 POLL_S = 1.0  # sbatch --wait backs off to 32 s between looks: too coarse for minute-long points
 
 
-def job_state(job_id: str, env: dict | None = None) -> dict:
+def job_state(job_id: str) -> dict:
     """scontrol's fields of a job (JobState, ExitCode, NodeList, ...); empty when unknown."""
     try:
         out = subprocess.run(
@@ -249,7 +249,6 @@ def job_state(job_id: str, env: dict | None = None) -> dict:
             text=True,
             check=False,
             timeout=60,
-            env=env,
         ).stdout
     except subprocess.TimeoutExpired:
         return {}
