@@ -143,8 +143,8 @@ def test_an_srun_job_runs_through_slurm_and_a_timeout_ends_its_job(run_playbook,
     assert "--mpi=pmix" in result["cmd"]  # Horovod (mxnet) over PMIx
     long = [*TRAIN[:-4], "--iterations", "100000", "--warmup-iterations", "2"]
     rc, result = job(
-        run_playbook, tmp_path / "long", check=False, timeout=15, train_args=long,
+        run_playbook, tmp_path / "long", check=False, timeout=8, train_args=long,
         **through_slurm,
     )  # fmt: skip
-    assert rc != 0 and "exceeded timeout=15s" in result["msg"], result.get("msg")
+    assert rc != 0 and "exceeded timeout=8s" in result["msg"], result.get("msg")
     assert slurm.jobs() == []  # srun ended its job on SIGTERM: nothing left running
