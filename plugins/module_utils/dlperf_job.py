@@ -90,8 +90,8 @@ def srun_command(hosts: str, np: int, train_args: list[str]) -> list[str]:
     """srun over exactly the hosts of HOST:SLOTS,... (a job of its own, or a step inside the
     allocation it runs in), the same number of tasks on each. Horovod (the mxnet engine) joins
     through MPI over PMIx; PyTorch ranks read SLURM_PROCID/SLURM_NTASKS and need no PMI."""
-    entries = [entry.strip().rpartition(":") for entry in hosts.split(",")]
-    per_node = sorted({int(slots) for _, _, slots in entries})
+    entries = [entry.strip().rpartition(":")[::2] for entry in hosts.split(",")]  # (name, slots)
+    per_node = sorted({int(slots) for _name, slots in entries})
     if len(per_node) != 1:
         raise ValueError(
             f"srun starts the same number of tasks on every node; hosts={hosts} has "
@@ -102,7 +102,7 @@ def srun_command(hosts: str, np: int, train_args: list[str]) -> list[str]:
     return [
         "srun",
         f"--nodes={len(entries)}",
-        f"--nodelist={','.join(name for name, _, _ in entries)}",
+        f"--nodelist={','.join(name for name, _slots in entries)}",
         f"--ntasks={np}",
         f"--ntasks-per-node={per_node[0]}",
         f"--mpi={'pmix' if backend == 'mxnet' else 'none'}",

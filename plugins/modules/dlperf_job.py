@@ -28,7 +28,7 @@ options:
     description:
       - C(horovodrun) and C(mpirun) start the ranks over SSH.
       - C(srun) runs the job through Slurm on exactly the hosts given, the same number of tasks
-        on each (their slots): Horovod (the mxnet engine) over PMIx, PyTorch ranks from
+        on each (their slots). Horovod (the mxnet engine) joins over PMIx, PyTorch ranks read
         C(SLURM_PROCID). Outside an allocation srun makes a job of its own (give a partition,
         time or C(--gres) in O(launcher_args)); a timeout ends it.
     type: str
