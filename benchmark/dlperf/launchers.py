@@ -25,7 +25,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlperf_module_utils.dlperf_job import job_environment, launch_command, rendezvous_environment
+from dlperf_module_utils.dlperf_job import (
+    job_environment,
+    launch_command,
+    rendezvous_environment,
+    srun_mpi,
+)
 
 NAMES = ("local", "hosts", "slurm")
 
@@ -48,10 +53,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def train_flag(train_args: list[str], flag: str, default: str) -> str:
-    return train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else default
 
 
 class Telemetry:
@@ -212,10 +213,7 @@ def sbatch_quote(directive: str) -> str:
 def srun_ranks(cfg, partial: Path) -> str:
     """The batch script's step that starts the ranks."""
     train = [dlperf_binary(), "train", *cfg.train_args, "--output", str(partial)]
-    # Horovod (mxnet) joins through MPI: srun hands each rank its place over PMIx. PyTorch reads
-    # SLURM_PROCID/SLURM_NTASKS and meets at MASTER_ADDR.
-    mpi = "pmix" if train_flag(cfg.train_args, "--backend", "mxnet") == "mxnet" else "none"
-    return f"srun --mpi={mpi} --kill-on-bad-exit=1 {shlex.join(train)}"
+    return f"srun --mpi={srun_mpi(cfg.train_args)} --kill-on-bad-exit=1 {shlex.join(train)}"
 
 
 def batch_script(cfg, nodes: int, partial: Path) -> str:

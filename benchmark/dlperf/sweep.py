@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dlperf_module_utils.dlperf_job import log_tail
+from dlperf_module_utils.dlperf_job import log_tail, train_flag
 
 from dlperf import launchers
 from dlperf.launchers import Launch
@@ -129,8 +129,8 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
             result_file,
             Result(
                 status="failed",
-                mode=launchers.train_flag(cfg.train_args, "--mode", "throughput"),
-                backend=launchers.train_flag(cfg.train_args, "--backend", "mxnet"),
+                mode=train_flag(cfg.train_args, "--mode", "throughput"),
+                backend=train_flag(cfg.train_args, "--backend", "mxnet"),
                 world_size=nodes * cfg.procs_per_node,
                 nodes=nodes,
                 wall_time_s=time.time() - launch.started_at,

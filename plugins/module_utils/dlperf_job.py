@@ -86,10 +86,20 @@ def launch_command(
     return [*cmd, dlperf, "train", *train_args]
 
 
+def train_flag(train_args: list[str], flag: str, default: str) -> str:
+    """The value given to FLAG in a `dlperf train` argument list, else DEFAULT."""
+    return train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else default
+
+
+def srun_mpi(train_args: list[str]) -> str:
+    """srun's --mpi for a `dlperf train` job: Horovod (the mxnet engine) joins through MPI over
+    PMIx; PyTorch ranks read SLURM_PROCID/SLURM_NTASKS and need no PMI."""
+    return "pmix" if train_flag(train_args, "--backend", "mxnet") == "mxnet" else "none"
+
+
 def srun_command(hosts: str, np: int, train_args: list[str]) -> list[str]:
     """srun over exactly the hosts of HOST:SLOTS,... (a job of its own, or a step inside the
-    allocation it runs in), the same number of tasks on each. Horovod (the mxnet engine) joins
-    through MPI over PMIx; PyTorch ranks read SLURM_PROCID/SLURM_NTASKS and need no PMI."""
+    allocation it runs in), the same number of tasks on each (srun_mpi: how ranks join)."""
     entries = [entry.strip().rpartition(":")[::2] for entry in hosts.split(",")]  # (name, slots)
     per_node = sorted({int(slots) for _name, slots in entries})
     if len(per_node) != 1:
@@ -97,15 +107,13 @@ def srun_command(hosts: str, np: int, train_args: list[str]) -> list[str]:
             f"srun starts the same number of tasks on every node; hosts={hosts} has "
             f"{', '.join(map(str, per_node))} (give every host the same slots)"
         )
-    flag = "--backend"
-    backend = train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else "mxnet"
     return [
         "srun",
         f"--nodes={len(entries)}",
         f"--nodelist={','.join(name for name, _slots in entries)}",
         f"--ntasks={np}",
         f"--ntasks-per-node={per_node[0]}",
-        f"--mpi={'pmix' if backend == 'mxnet' else 'none'}",
+        f"--mpi={srun_mpi(train_args)}",
         "--kill-on-bad-exit=1",
     ]
 
