@@ -71,6 +71,7 @@ train pytorch-bf16-nchw --backend pytorch --device gpu --layout NCHW
 kill -TERM "$sampler" 2>/dev/null
 wait "$sampler"
 iters=20 warmup=5 train mxnet-float16 --backend mxnet --device gpu
+iters=20 warmup=5 train mxnet-float16-nhwc --backend mxnet --device gpu --layout NHWC
 
 step "summary"
 "$python" - "$out" <<'EOF' | tee "$out/summary.txt"
@@ -86,7 +87,7 @@ for res in sorted(out.glob("runs/*/result.json")):
           f"  {r.get('precision')} {p.get('layout')} {p.get('gpu_model')} torch {p.get('torch')}"
           f" cuda {p.get('torch_cuda')} cudnn {p.get('cudnn')} nccl {p.get('nccl')}"
           f" driver {p.get('driver')}")
-for name in ("mxnet-float16",):
+for name in ("mxnet-float16", "mxnet-float16-nhwc"):
     log = out / "runs" / f"{name}.log"
     if log.exists() and not (out / "runs" / name / "result.json").exists():
         lines = [l for l in log.read_text().splitlines() if l.strip()]

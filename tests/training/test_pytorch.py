@@ -110,7 +110,13 @@ def test_throughput_mode_records_backend_precision_and_the_first_step_apart(tmp_
     ("args", "needle"),
     [
         (["--backend", "mxnet", "--compile"], "--compile: only the pytorch backend compiles"),
-        (["--backend", "mxnet", "--layout", "NHWC"], "--layout NHWC: the mxnet backend"),
+        (
+            ["--backend", "mxnet", "--layout", "NHWC", "--device", "cpu"],
+            "--layout NHWC: MXNet convolves NHWC only through cuDNN, on GPUs",
+        ),
+        # --device auto: the engine finds the CPU (the test machines' MXNet is a CPU build)
+        # and refuses before it builds anything.
+        (["--backend", "mxnet", "--layout", "NHWC"], "--layout NHWC: MXNet convolves NHWC"),
         (
             ["--backend", "mxnet", "--dtype", "bfloat16", "--device", "gpu"],
             "--dtype bfloat16: MXNet computes bfloat16 on CPU (oneDNN) only",

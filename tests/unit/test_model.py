@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import mxnet as mx
 import pytest
 from dlperf.train.mxnet.model import Bottleneck, build_model
@@ -62,3 +64,39 @@ def test_weights_start_as_nvidias_recipe_he_normal_over_the_fan_in():
         last = block.body[-1]
         assert not last.gamma.data().asnumpy().any()
         assert not last.running_var.data().asnumpy().any()
+
+
+def symbolic_shapes(net, image_size: int = 224) -> tuple[list[tuple], tuple]:
+    """Parameter and output shapes by MXNet's shape inference: nothing is computed, so a
+    network whose kernels this machine lacks (NHWC convolution is cuDNN's) can still be read."""
+    out = net(mx.sym.var("data"))
+    args, outs, _ = out.infer_shape(data=(2, 3, image_size, image_size))
+    names = out.list_arguments()
+    return [s for n, s in zip(names, args, strict=True) if n != "data"], outs[0]
+
+
+def test_nhwc_network_is_the_same_network_with_channels_last():
+    nchw, nchw_out = symbolic_shapes(build_model("resnet50_v1.5", 1000, 1.0))
+    nhwc, nhwc_out = symbolic_shapes(build_model("resnet50_v1.5", 1000, 1.0, layout="NHWC"))
+    assert nchw_out == nhwc_out == (2, 1000)  # the input stays NCHW; the network transposes it
+    assert sum(math.prod(s) for s in nhwc) == 25_557_032
+    assert len(nchw) == len(nhwc)
+    convs = 0
+    for a, b in zip(nchw, nhwc, strict=True):
+        if len(a) == 4:  # convolution weights: OIHW against OHWI
+            assert b == (a[0], a[2], a[3], a[1])
+            convs += 1
+        else:  # batch-norm gamma/beta and the dense layer
+            assert a == b
+    assert convs == 53
+
+
+def test_nhwc_batch_norms_normalise_the_last_axis():
+    net = build_model("resnet18_v1.5", 10, 0.25, layout="NHWC")
+    axes = []
+    net.apply(
+        lambda b: axes.append(b._kwargs["axis"]) if isinstance(b, mx.gluon.nn.BatchNorm) else 0
+    )
+    assert len(axes) == 20 and set(axes) == {3}  # stem, 2 per block, 3 shortcuts
+    with pytest.raises(ValueError, match="layout 'CHWN'"):
+        build_model("resnet18_v1.5", 10, 0.25, layout="CHWN")

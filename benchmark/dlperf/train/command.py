@@ -74,7 +74,8 @@ def add_train_parser(sub) -> None:
         "--layout",
         choices=["auto", "NCHW", "NHWC"],
         default="auto",
-        help="memory layout; auto: NHWC (channels_last) for pytorch on GPU, else NCHW",
+        help="memory layout; auto: NHWC (channels_last) for pytorch on GPU, else NCHW; mxnet "
+        "takes NHWC on GPUs only",
     )
     p.add_argument(
         "--compile",
@@ -126,19 +127,13 @@ def validate_train(args) -> None:
         if not ok:
             raise UsageError(message)
     if args.backend == "mxnet":
+        from dlperf.train.mxnet import BFLOAT16_ON_GPU, FLOAT16_ON_CPU, NHWC_ON_CPU
+
         unsupported = [
             (args.compile, "--compile: only the pytorch backend compiles (MXNet hybridizes)"),
-            (args.layout == "NHWC", "--layout NHWC: the mxnet backend trains in NCHW"),
-            (
-                args.dtype == "bfloat16" and args.device == "gpu",
-                "--dtype bfloat16: MXNet computes bfloat16 on CPU (oneDNN) only; use float16 on "
-                "GPUs",
-            ),
-            (
-                args.dtype == "float16" and args.device == "cpu",
-                "--dtype float16: MXNet has no float16 kernels on CPU; use bfloat16 (oneDNN) or "
-                "float32 there",
-            ),
+            (args.layout == "NHWC" and args.device == "cpu", NHWC_ON_CPU),
+            (args.dtype == "bfloat16" and args.device == "gpu", BFLOAT16_ON_GPU),
+            (args.dtype == "float16" and args.device == "cpu", FLOAT16_ON_CPU),
         ]
         for bad, message in unsupported:
             if bad:

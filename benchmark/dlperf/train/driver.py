@@ -69,6 +69,8 @@ class Driver:
                 "train": recordio.identity(Path(cfg.data)),
                 "val": recordio.identity(Path(cfg.val_data)) if cfg.val_data else None,
             }
+        # Only now: an engine that refuses the device leaves nothing behind.
+        cfg.output.mkdir(parents=True, exist_ok=True)
         log = mllog.MLLog(cfg.output / "mllog.txt", enabled=self.is_root)
         platform = f"{len(set(hosts))}x{eng.versions().get('gpu_model') or eng.device}"
         log.init_start(init_ms, platform, cache_cleared=False)
@@ -197,5 +199,4 @@ class Driver:
 
 
 def train(cfg: TrainConfig) -> Result:
-    cfg.output.mkdir(parents=True, exist_ok=True)
     return Driver(cfg).run()

@@ -19,6 +19,7 @@ from mxnet import autograd, gluon
 from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
 from dlperf.train.engine import Datasets, decode_threads
+from dlperf.train.mxnet import BFLOAT16_ON_GPU, FLOAT16_ON_CPU, NHWC_ON_CPU
 from dlperf.train.mxnet.comm import make_comm
 from dlperf.train.mxnet.data import RecordData, SyntheticData, classes_in, count_records
 from dlperf.train.mxnet.model import build_model, initializer
@@ -54,15 +55,14 @@ class MXNetEngine:
         on_gpu = self.device == "gpu"
         self.dtype = ("float16" if on_gpu else "float32") if cfg.dtype == "auto" else cfg.dtype
         if self.dtype == "float16" and not on_gpu:
-            raise UsageError(
-                "--dtype float16: MXNet has no float16 kernels on CPU; use bfloat16 (oneDNN) or "
-                "float32 there"
-            )
+            raise UsageError(FLOAT16_ON_CPU)
         if self.dtype == "bfloat16" and on_gpu:
-            raise UsageError(
-                "--dtype bfloat16: MXNet computes bfloat16 on CPU (oneDNN) only; use float16 on "
-                "GPUs"
-            )
+            raise UsageError(BFLOAT16_ON_GPU)
+        # NCHW unless asked: NHWC is cuDNN's (MXNet has no NHWC convolution on CPU), and pays off
+        # with float16 on Tensor Cores, as NVIDIA's recipe runs it.
+        self.layout = "NCHW" if cfg.layout == "auto" else cfg.layout
+        if self.layout == "NHWC" and not on_gpu:
+            raise UsageError(NHWC_ON_CPU)
         self.precision = self.dtype
         self.amp = None
         if self.dtype != "float32":
@@ -85,6 +85,7 @@ class MXNetEngine:
             "mixed_precision": (
                 f"MXNet AMP ({self.dtype}), dynamic loss scaling" if self.amp else None
             ),
+            "layout": self.layout,
         }
 
     # ---- data --------------------------------------------------------------------------
@@ -125,7 +126,7 @@ class MXNetEngine:
     def build(self, classes: int, schedule: WarmupCosine) -> None:
         cfg = self.cfg
         self.classes, self.schedule = classes, schedule
-        net = build_model(cfg.model, classes, cfg.width_multiplier)
+        net = build_model(cfg.model, classes, cfg.width_multiplier, self.layout)
         net.initialize(initializer(), ctx=self.ctx)
         net.hybridize(static_alloc=True, static_shape=True)
         # No weight decay on batch-norm parameters and biases (NVIDIA's recipe).

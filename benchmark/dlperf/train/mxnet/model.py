@@ -1,7 +1,10 @@
 """ResNet v1.5 in MXNet Gluon (the architecture is described in dlperf.train.architecture).
 
 ``width_multiplier`` scales every channel count (minimum 8) so tests can train the same
-architecture at a fraction of the cost.
+architecture at a fraction of the cost. ``layout`` "NHWC" puts channels last in every
+convolution, batch-norm and pooling (NVIDIA's MXNet recipe's ``--conv-layout``,
+``--batchnorm-layout`` and ``--pooling-layout NHWC``); the input still arrives as NCHW and is
+transposed once. MXNet convolves NHWC only through cuDNN, so that network runs on GPUs only.
 """
 
 from __future__ import annotations
@@ -10,15 +13,21 @@ from mxnet.gluon import nn
 
 from dlperf.train.architecture import BN_EPS, BN_MOMENTUM, SPECS, model_depth
 
-
-def _bn(**kwargs) -> nn.BatchNorm:
-    return nn.BatchNorm(epsilon=BN_EPS, momentum=BN_MOMENTUM, **kwargs)
+LAYOUTS = ("NCHW", "NHWC")
 
 
-def _last_bn() -> nn.BatchNorm:
+def _conv(layout: str, channels: int, kernel: int, stride: int = 1, padding: int = 0):
+    return nn.Conv2D(channels, kernel, stride, padding, use_bias=False, layout=layout)
+
+
+def _bn(layout: str, **kwargs) -> nn.BatchNorm:
+    return nn.BatchNorm(axis=layout.index("C"), epsilon=BN_EPS, momentum=BN_MOMENTUM, **kwargs)
+
+
+def _last_bn(layout: str) -> nn.BatchNorm:
     """The residual branch's last batch-norm starts at zero, so each block starts as the
     identity (NVIDIA's recipe zeroes its running variance as well)."""
-    return _bn(gamma_initializer="zeros", running_variance_initializer="zeros")
+    return _bn(layout, gamma_initializer="zeros", running_variance_initializer="zeros")
 
 
 def initializer():
@@ -32,14 +41,14 @@ def initializer():
 class BasicBlock(nn.HybridBlock):
     expansion = 1
 
-    def __init__(self, channels: int, stride: int, downsample: bool, **kwargs):
+    def __init__(
+        self, channels: int, stride: int, downsample: bool, layout: str = "NCHW", **kwargs
+    ):
         super().__init__(**kwargs)
         self.body = nn.HybridSequential()
-        self.body.add(
-            nn.Conv2D(channels, 3, stride, 1, use_bias=False), _bn(), nn.Activation("relu")
-        )
-        self.body.add(nn.Conv2D(channels, 3, 1, 1, use_bias=False), _last_bn())
-        self.downsample = _shortcut(channels, stride) if downsample else None
+        self.body.add(_conv(layout, channels, 3, stride, 1), _bn(layout), nn.Activation("relu"))
+        self.body.add(_conv(layout, channels, 3, 1, 1), _last_bn(layout))
+        self.downsample = _shortcut(channels, stride, layout) if downsample else None
 
     def hybrid_forward(self, F, x):
         residual = self.downsample(x) if self.downsample is not None else x
@@ -49,30 +58,42 @@ class BasicBlock(nn.HybridBlock):
 class Bottleneck(nn.HybridBlock):
     expansion = 4
 
-    def __init__(self, channels: int, stride: int, downsample: bool, **kwargs):
+    def __init__(
+        self, channels: int, stride: int, downsample: bool, layout: str = "NCHW", **kwargs
+    ):
         super().__init__(**kwargs)
         mid = channels // self.expansion
         self.body = nn.HybridSequential()
-        self.body.add(nn.Conv2D(mid, 1, 1, 0, use_bias=False), _bn(), nn.Activation("relu"))
+        self.body.add(_conv(layout, mid, 1), _bn(layout), nn.Activation("relu"))
         # v1.5: the stride is on the 3x3 convolution.
-        self.body.add(nn.Conv2D(mid, 3, stride, 1, use_bias=False), _bn(), nn.Activation("relu"))
-        self.body.add(nn.Conv2D(channels, 1, 1, 0, use_bias=False), _last_bn())
-        self.downsample = _shortcut(channels, stride) if downsample else None
+        self.body.add(_conv(layout, mid, 3, stride, 1), _bn(layout), nn.Activation("relu"))
+        self.body.add(_conv(layout, channels, 1), _last_bn(layout))
+        self.downsample = _shortcut(channels, stride, layout) if downsample else None
 
     def hybrid_forward(self, F, x):
         residual = self.downsample(x) if self.downsample is not None else x
         return F.Activation(self.body(x) + residual, act_type="relu")
 
 
-def _shortcut(channels: int, stride: int) -> nn.HybridSequential:
+def _shortcut(channels: int, stride: int, layout: str) -> nn.HybridSequential:
     seq = nn.HybridSequential()
-    seq.add(nn.Conv2D(channels, 1, stride, use_bias=False), _bn())
+    seq.add(_conv(layout, channels, 1, stride), _bn(layout))
     return seq
 
 
 class ResNetV15(nn.HybridBlock):
-    def __init__(self, depth: int, classes: int = 1000, width_multiplier: float = 1.0, **kwargs):
+    def __init__(
+        self,
+        depth: int,
+        classes: int = 1000,
+        width_multiplier: float = 1.0,
+        layout: str = "NCHW",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout {layout!r}: choose from {', '.join(LAYOUTS)}")
+        self.layout = layout
         kind, layers = SPECS[depth]
         block = Bottleneck if kind == "bottleneck" else BasicBlock
 
@@ -81,22 +102,28 @@ class ResNetV15(nn.HybridBlock):
 
         stem = width(64)
         self.features = nn.HybridSequential()
-        self.features.add(nn.Conv2D(stem, 7, 2, 3, use_bias=False), _bn(), nn.Activation("relu"))
-        self.features.add(nn.MaxPool2D(3, 2, 1))
+        self.features.add(_conv(layout, stem, 7, 2, 3), _bn(layout), nn.Activation("relu"))
+        self.features.add(nn.MaxPool2D(3, 2, 1, layout=layout))
         in_channels = stem
         for stage, blocks in enumerate(layers):
             channels = width(64 * 2**stage) * block.expansion
             for i in range(blocks):
                 stride = 2 if i == 0 and stage > 0 else 1
                 downsample = i == 0 and (stride != 1 or in_channels != channels)
-                self.features.add(block(channels, stride, downsample))
+                self.features.add(block(channels, stride, downsample, layout))
                 in_channels = channels
-        self.features.add(nn.GlobalAvgPool2D(), nn.Flatten())
+        self.features.add(nn.GlobalAvgPool2D(layout=layout), nn.Flatten())
         self.output = nn.Dense(classes)
 
     def hybrid_forward(self, F, x):
+        if self.layout == "NHWC":
+            x = F.transpose(x, axes=(0, 2, 3, 1))  # the readers deliver NCHW
         return self.output(self.features(x))
 
 
-def build_model(name: str, classes: int, width_multiplier: float) -> ResNetV15:
-    return ResNetV15(model_depth(name), classes=classes, width_multiplier=width_multiplier)
+def build_model(
+    name: str, classes: int, width_multiplier: float, layout: str = "NCHW"
+) -> ResNetV15:
+    return ResNetV15(
+        model_depth(name), classes=classes, width_multiplier=width_multiplier, layout=layout
+    )
