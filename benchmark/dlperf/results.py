@@ -41,6 +41,7 @@ class Result:
     wall_time_s: float | None = None
     init_time_s: float | None = None  # setup before the clock: data, model, process group
     first_step_s: float | None = None  # graph capture/compile, kernel autotuning: never timed
+    loss_scaling: dict[str, Any] | None = None  # AMP's scaler: last scale, steps skipped
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     param_fingerprints: list[list[float]] = field(default_factory=list)
     error: str | None = None

@@ -9,6 +9,8 @@ import pytest
 
 from .conftest import TINY, dlperf, read_result
 
+AVX512 = "avx512f" in Path("/proc/cpuinfo").read_text()
+
 
 def train_tta(digits, out, batch: str, target: str, epochs: str, *extra: str):
     return dlperf(
@@ -133,10 +135,7 @@ def test_bad_input_exits_non_zero_naming_the_flag_and_writes_nothing(tmp_path, a
     assert not (out / "result.json").exists()
 
 
-@pytest.mark.skipif(
-    "avx512f" not in Path("/proc/cpuinfo").read_text(),
-    reason="MXNet's bfloat16 kernels (oneDNN) need a CPU with AVX-512",
-)
+@pytest.mark.skipif(not AVX512, reason="MXNet's bfloat16 kernels (oneDNN) need AVX-512")
 def test_mixed_precision_with_amp_and_its_loss_scaler_learns_digits(tmp_path, digits):
     """MXNet's AMP, the path float16 takes on GPUs (amp.init, a dynamic loss scaler on the
     trainer, the loss scaled before backward), here in bfloat16 on the CPU: it must learn."""
@@ -151,3 +150,32 @@ def test_mixed_precision_with_amp_and_its_loss_scaler_learns_digits(tmp_path, di
     assert (result["backend"], result["precision"]) == ("mxnet", "bfloat16")
     assert result["provenance"]["mixed_precision"] == ("MXNet AMP (bfloat16), dynamic loss scaling")
     assert result["top1"] >= 0.85
+    # bfloat16 has float32's range: nothing overflowed, and a scale grows only after 2000 steps
+    assert result["loss_scaling"] == {"scale": 2.0**16, "skipped_steps": 0}
+
+
+@pytest.mark.parametrize(
+    ("backend", "dtype", "lags"),
+    [
+        pytest.param(
+            "mxnet", "bfloat16", 1, marks=pytest.mark.skipif(not AVX512, reason="AVX-512")
+        ),
+        ("pytorch", "float16", 0),
+    ],
+)
+def test_the_loss_scaler_skips_overflowing_steps_and_result_json_counts_them(
+    tmp_path, backend, dtype, lags
+):
+    """A learning rate of 1e30 blows the weights up after the first step: from then on every
+    gradient overflows, the scaler skips the step and halves its scale, and result.json says
+    how often. MXNet's LossScaler applies a halving one step late, GradScaler at once."""
+    out = tmp_path / "scaler"
+    proc = dlperf(
+        "train", "--backend", backend, "--dtype", dtype, "--device", "cpu", *TINY,
+        "--batch-size", "8", "--classes", "10", "--iterations", "8", "--warmup-iterations", "2",
+        "--lr-per-256", "1e30", "--output", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    scaling = read_result(out)["loss_scaling"]
+    assert 1 <= scaling["skipped_steps"] <= 8
+    assert scaling["scale"] == 2.0 ** (16 - scaling["skipped_steps"] + lags)

@@ -102,6 +102,7 @@ def test_throughput_mode_records_backend_precision_and_the_first_step_apart(tmp_
     )
     assert result["provenance"]["torch"].startswith("2.")
     assert result["provenance"]["layout"] == "NCHW"
+    assert result["loss_scaling"] is None  # float32: no scaler
     assert result["schema_version"] == 2
     assert "(pytorch, cpu, float32)" in proc.stdout
 

@@ -95,6 +95,7 @@ class Driver:
                 finally:
                     progress.close()
             result.param_fingerprints = eng.gather(eng.fingerprint()).tolist()
+            result.loss_scaling = eng.loss_scaling()
             result.status = "ok"
         except Exception as exc:  # recorded in result.json, then re-raised for the exit code
             result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"

@@ -69,6 +69,12 @@ class Engine(Protocol):
 
     def versions(self) -> dict[str, Any]: ...
 
+    def loss_scaling(self) -> dict[str, Any] | None:
+        """After training: the dynamic loss scaler's last scale and the steps it skipped on
+        overflowing gradients (identical on every rank: it reads the allreduced gradients);
+        None where no scaler runs."""
+        ...
+
     def close(self, ok: bool) -> None:
         """End the process group: after the last collective everywhere when ``ok``."""
         ...

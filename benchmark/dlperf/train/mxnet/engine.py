@@ -70,6 +70,7 @@ class MXNetEngine:
 
             amp.init(target_dtype=self.dtype)  # before the network exists: it patches the ops
             self.amp = amp
+        self.trainer, self.skipped_steps = None, 0
         self.threads = decode_threads(cfg, self.comm.local_size)
         mx.random.seed(cfg.seed + self.rank)
         np.random.seed(cfg.seed + self.rank)
@@ -153,8 +154,27 @@ class MXNetEngine:
             # The loss scaler checks the gradients after Horovod's allreduce: every rank sees
             # the same sums, so all of them skip (or take) the same steps.
             self.amp.init_trainer(trainer)
+            self._count_skipped_steps(trainer._amp_loss_scaler)
         self.net, self.trainer = net, trainer
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False)
+
+    def _count_skipped_steps(self, scaler) -> None:
+        """MXNet's LossScaler decides in has_overflow whether the trainer skips the step (and
+        halves the scale); it keeps no count, so this wraps that one call."""
+        check = scaler.has_overflow
+
+        def has_overflow(params):
+            overflow = check(params)
+            self.skipped_steps += int(overflow)
+            return overflow
+
+        scaler.has_overflow = has_overflow
+
+    def loss_scaling(self) -> dict | None:
+        if not self.amp or self.trainer is None:
+            return None
+        scale = float(self.trainer._amp_loss_scaler.loss_scale)
+        return {"scale": scale, "skipped_steps": self.skipped_steps}
 
     # ---- steps -------------------------------------------------------------------------
     def step(self, batch, step: int) -> None:

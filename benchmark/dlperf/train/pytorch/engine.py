@@ -56,6 +56,7 @@ class TorchEngine:
         self.amp = self.dtype in AMP
         self.precision = f"{self.dtype}-amp" if self.amp else self.dtype
         self.threads = decode_threads(cfg, self.place.local_size)
+        self.scaler = None
         layout = (
             cfg.layout if cfg.layout != "auto" else ("NHWC" if self.device == "gpu" else "NCHW")
         )
@@ -166,6 +167,7 @@ class TorchEngine:
         extra = {"fused": True} if self.device == "gpu" else {"foreach": True}
         self.opt = torch.optim.SGD(groups, lr=schedule(0), momentum=cfg.momentum, **extra)
         self.scaler = torch.amp.GradScaler(self.dev.type, enabled=self.dtype == "float16")
+        self._skipped = torch.zeros((), dtype=torch.int64, device=self.dev)
         self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
 
     # ---- steps -------------------------------------------------------------------------
@@ -183,7 +185,20 @@ class TorchEngine:
         self.opt.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.opt)
-        self.scaler.update()
+        if self.scaler.is_enabled():
+            # GradScaler halves its scale exactly when it skipped the step (inf/NaN gradients)
+            # and keeps no count; comparing its scale tensor counts them on the device, without
+            # a host synchronisation per step (fused SGD skips on the device too).
+            before = self.scaler._scale.clone()
+            self.scaler.update()
+            self._skipped += self.scaler._scale < before
+        else:
+            self.scaler.update()
+
+    def loss_scaling(self) -> dict | None:
+        if self.scaler is None or not self.scaler.is_enabled():
+            return None
+        return {"scale": float(self.scaler.get_scale()), "skipped_steps": int(self._skipped)}
 
     def images(self, batch) -> int:
         return int(batch[1].shape[0])
