@@ -59,7 +59,7 @@ tier_lint() {
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 # Unit tests are independent (each in its own tmp_path): one worker per core.
-tier_unit() { pytest -q -n auto tests/unit; }
+tier_unit() { pytest -q -n auto --dist loadgroup tests/unit; }  # loadgroup: a role's validation cases share one run
 # The dlperf.cluster collection built, installed and used by FQCN outside the checkout, with
 # ansible-test sanity; the dlperf wheel alone in an empty venv.
 tier_package() { pytest -q tests/package; }

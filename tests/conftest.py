@@ -34,6 +34,16 @@ class PlaybookRun:
                     rows.append((task["task"]["name"], host, result))
         return rows
 
+    def play(self, name: str) -> PlaybookRun:
+        """The run as seen by one play of it (by name): its tasks only."""
+        plays = [p for p in self.output.get("plays", []) if p["play"]["name"] == name]
+        assert len(plays) == 1, f"no single play named {name!r}"
+        return PlaybookRun(self.rc, {"plays": plays}, self.stderr)
+
+    def changed(self) -> int:
+        """How many task results reported a change."""
+        return sum(1 for _, _, res in self.task_results() if res.get("changed"))
+
     def failed_tasks(self) -> list[tuple[str, str]]:
         """(task name, message) of each failed task; a loop's failed items' messages joined."""
         failed = []
@@ -51,41 +61,52 @@ def ansible_bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
+def run_ansible_playbook(
+    workdir: Path,
+    plays: list,
+    inventory: dict,
+    extra_vars: dict | None = None,
+    check: bool = True,
+) -> PlaybookRun:
+    """Write a playbook + inventory into WORKDIR and run it with the JSON callback."""
+    playbook = workdir / "play.yml"
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+    inv = workdir / "inventory.yml"
+    inv.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    cmd = [ansible_bin("ansible-playbook"), "-i", str(inv), str(playbook)]
+    if check:
+        cmd.append("--check")
+    if extra_vars is not None:
+        ev = workdir / "extra_vars.json"
+        ev.write_text(json.dumps(extra_vars))
+        cmd += ["-e", f"@{ev}"]
+    # The repository's plugin paths, without its display callbacks (they would mix text into
+    # the JSON on stdout).
+    cfg = workdir / "ansible.cfg"
+    cfg.write_text(
+        "[defaults]\n"
+        f"roles_path = {REPO / 'roles'}\n"
+        f"collections_path = {REPO / 'collections'}\n"
+        "stdout_callback = ansible.posix.json\n"
+        "interpreter_python = auto_silent\n"
+        "nocolor = true\n"
+    )
+    env = dict(os.environ, ANSIBLE_CONFIG=str(cfg))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
+    try:
+        output = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise AssertionError(
+            f"no JSON from ansible-playbook:\n{proc.stdout}\n{proc.stderr}"
+        ) from exc
+    return PlaybookRun(proc.returncode, output, proc.stderr)
+
+
 @pytest.fixture
 def run_playbook(tmp_path):
-    """Write a playbook + inventory into tmp_path and run it with the JSON callback."""
+    """Run plays against an inventory in tmp_path (see run_ansible_playbook)."""
 
     def run(plays: list, inventory: dict, extra_vars: dict | None = None, check: bool = True):
-        playbook = tmp_path / "play.yml"
-        playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
-        inv = tmp_path / "inventory.yml"
-        inv.write_text(yaml.safe_dump(inventory, sort_keys=False))
-        cmd = [ansible_bin("ansible-playbook"), "-i", str(inv), str(playbook)]
-        if check:
-            cmd.append("--check")
-        if extra_vars is not None:
-            ev = tmp_path / "extra_vars.json"
-            ev.write_text(json.dumps(extra_vars))
-            cmd += ["-e", f"@{ev}"]
-        # The repository's plugin paths, without its display callbacks (they would mix text
-        # into the JSON on stdout).
-        cfg = tmp_path / "ansible.cfg"
-        cfg.write_text(
-            "[defaults]\n"
-            f"roles_path = {REPO / 'roles'}\n"
-            f"collections_path = {REPO / 'collections'}\n"
-            "stdout_callback = ansible.posix.json\n"
-            "interpreter_python = auto_silent\n"
-            "nocolor = true\n"
-        )
-        env = dict(os.environ, ANSIBLE_CONFIG=str(cfg))
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
-        try:
-            output = json.loads(proc.stdout)
-        except json.JSONDecodeError as exc:
-            raise AssertionError(
-                f"no JSON from ansible-playbook:\n{proc.stdout}\n{proc.stderr}"
-            ) from exc
-        return PlaybookRun(proc.returncode, output, proc.stderr)
+        return run_ansible_playbook(tmp_path, plays, inventory, extra_vars, check)
 
     return run

@@ -1,9 +1,14 @@
 """Bad role input fails before any change, with a message that names the variable.
 
 Each case applies a real role to localhost in check mode (so a validation bug can never
-touch the test machine) and proves three things: the play fails, the failing task is a
+touch the test machine) and proves three things: the role fails, the failing task is a
 validation step (argument_specs or the role's validate.yml), and no task before it would
 have changed anything.
+
+The cases of one role run as the plays of one ansible-playbook process (one process per case
+spent most of the unit tier's time starting Ansible): each play includes the role with the
+case's variables in a block whose rescue lets the next play run, and each case is judged on
+its own play's tasks. A role's cases go to one xdist worker (xdist_group), which runs them once.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from ..conftest import run_ansible_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -325,18 +332,60 @@ def is_validation_task(name: str) -> bool:
     return name.startswith(("Validating arguments against arg spec", "Check ", "Refuse "))
 
 
-@pytest.mark.parametrize(
-    ("role", "extra", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
-def test_bad_input_fails_before_any_change_naming_the_variable(run_playbook, role, extra, needle):
-    run = run_playbook(apply_role(role), inventory(), extra)
-    assert run.rc != 0, "the play accepted bad input"
-    failed = run.failed_tasks()
-    assert len(failed) == 1, failed
+def case_plays(role: str, cases: list[tuple[str, dict]]) -> list:
+    """Facts once, then one play per (case id, variables): the role included with them."""
+    plays = [{"name": "Facts", "hosts": "localhost", "gather_subset": ["min"], "tasks": []}]
+    for case_id, variables in cases:
+        block = [{"name": f"Apply {role}", "ansible.builtin.include_role": {"name": role}}]
+        block[0]["vars"] = variables
+        rescue = [{"name": "Go on to the next case", "ansible.builtin.meta": "noop"}]
+        plays.append(
+            {
+                "name": case_id,
+                "hosts": "localhost",
+                "gather_facts": False,
+                "tasks": [{"name": case_id, "block": block, "rescue": rescue}],
+            }
+        )
+    return plays
+
+
+@pytest.fixture(scope="session")
+def role_cases(tmp_path_factory):
+    """ROLE -> its cases' run, each role's cases run once (by the first test that asks)."""
+    runs: dict = {}
+
+    def run(role: str):
+        if role not in runs:
+            cases = [(c[0], c[2]) for c in CASES if c[1] == role]
+            cases += [
+                (f"{name}-wrong-type", {name: bad}) for r, name, bad in wrong_types() if r == role
+            ]
+            workdir = tmp_path_factory.mktemp(f"validate-{role}")
+            runs[role] = run_ansible_playbook(workdir, case_plays(role, cases), inventory())
+        return runs[role]
+
+    return run
+
+
+def judge(run, case_id: str, needle: str) -> None:
+    """One case's play: exactly one failed task, a validation step whose message has NEEDLE,
+    and no change before it."""
+    play = run.play(case_id)
+    failed = play.failed_tasks()
+    assert len(failed) == 1, failed or f"{case_id}: the role accepted bad input"
     name, message = failed[0]
     assert is_validation_task(name), f"failed in a non-validation task: {name}"
     assert needle in message, message
-    assert run.stats["localhost"]["changed"] == 0
+    assert play.changed() == 0
+
+
+@pytest.mark.parametrize(
+    ("role", "case_id", "needle"),
+    [pytest.param(c[1], c[0], c[3], id=c[0], marks=pytest.mark.xdist_group(c[1])) for c in CASES],
+)
+def test_bad_input_fails_before_any_change_naming_the_variable(role_cases, role, case_id, needle):
+    judge(role_cases(role), case_id, needle)
 
 
 def test_missing_cluster_address_is_named(run_playbook):
@@ -379,31 +428,40 @@ WRONG = {
 }
 
 
-def wrong_type_cases():
+def wrong_types():
+    """(role, option, a value of the wrong type) for every typed option of every role."""
     for spec in sorted((REPO / "roles").glob("*/meta/argument_specs.yml")):
         role = spec.parent.parent.name
         options = yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"]
         for name, option in options.items():
             kind = option.get("type", "str")
             if "choices" in option:
-                bad = ["not-a-choice"] if kind == "list" else "not-a-choice"
-                kind = "choice"
+                yield role, name, ["not-a-choice"] if kind == "list" else "not-a-choice"
             elif kind in WRONG:
-                bad = WRONG[kind]
-            else:
-                continue
-            yield pytest.param(role, name, bad, id=f"{name}-{kind}")
+                yield role, name, WRONG[kind]
 
 
-@pytest.mark.parametrize(("role", "name", "bad"), list(wrong_type_cases()))
-def test_a_wrong_type_for_any_typed_option_is_refused_naming_it(run_playbook, role, name, bad):
-    run = run_playbook(apply_role(role), inventory(), {name: bad})
-    assert run.rc != 0, f"{role} accepted {name}={bad!r}"
-    ((task, message),) = run.failed_tasks()
-    assert is_validation_task(task), f"failed in a non-validation task: {task}"
-    assert name in message, message
-    assert run.stats["localhost"]["changed"] == 0
+def wrong_type_kind(role: str, name: str) -> str:
+    spec = REPO / "roles" / role / "meta" / "argument_specs.yml"
+    option = yaml.safe_load(spec.read_text())["argument_specs"]["main"]["options"][name]
+    return "choice" if "choices" in option else option.get("type", "str")
+
+
+@pytest.mark.parametrize(
+    ("role", "name"),
+    [
+        pytest.param(
+            role,
+            name,
+            id=f"{name}-{wrong_type_kind(role, name)}",
+            marks=pytest.mark.xdist_group(role),
+        )
+        for role, name, _ in wrong_types()
+    ],
+)
+def test_a_wrong_type_for_any_typed_option_is_refused_naming_it(role_cases, role, name):
+    judge(role_cases(role), f"{name}-wrong-type", name)
 
 
 def test_there_are_at_least_eighty_bad_input_cases():
-    assert len(CASES) + len(list(wrong_type_cases())) >= 80
+    assert len(CASES) + len(list(wrong_types())) >= 80
