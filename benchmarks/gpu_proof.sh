@@ -6,7 +6,11 @@
 #     telemetry sampler, against the real GPU;
 #  3. ResNet-50 v1.5 synthetic training throughput with the PyTorch engine: bf16 AMP with
 #     channels_last (eager, then torch.compile), and NCHW for comparison;
-#  4. the MXNet engine on the same GPU (its failure is recorded when it cannot load).
+#  4. the PyTorch engine on real JPEG records (generated noise images of ImageNet's typical
+#     size, packed by dlperf data prepare): input through NVIDIA DALI on the GPU against
+#     DataLoader workers;
+#  5. the MXNet engine on the same GPU, NCHW and NHWC (its failure is recorded when it cannot
+#     load).
 # Every step runs even when an earlier one failed; summary.txt holds the numbers.
 #
 # Usage:  benchmarks/gpu_proof.sh OUTDIR
@@ -68,6 +72,22 @@ train() {  # NAME ARGS...: one synthetic throughput run
 train pytorch-bf16-nhwc --backend pytorch --device gpu
 train pytorch-bf16-nhwc-compile --backend pytorch --device gpu --compile
 train pytorch-bf16-nchw --backend pytorch --device gpu --layout NCHW
+step "records for the input pipelines"
+"$python" - "$out/jpegs" <<'EOF'
+import random, sys
+from pathlib import Path
+from PIL import Image
+root = Path(sys.argv[1])
+rng = random.Random(0)
+for i in range(1024):  # 4 classes of 500x375 JPEGs, ImageNet's typical size
+    folder = root / f"class{i % 4}"
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.effect_noise((500, 375), 40 + rng.random() * 40).convert("RGB").save(folder / f"{i}.jpg")
+EOF
+"${dlperf[@]}" data prepare "$out/jpegs" --output "$out/jpegs.rec" | tail -n 1
+rec=(--data "$out/jpegs.rec" --classes 4)
+train pytorch-bf16-dali "${rec[@]}" --backend pytorch --device gpu --loader dali
+train pytorch-bf16-native "${rec[@]}" --backend pytorch --device gpu --loader native
 kill -TERM "$sampler" 2>/dev/null
 wait "$sampler"
 iters=20 warmup=5 train mxnet-float16 --backend mxnet --device gpu
@@ -84,7 +104,8 @@ for res in sorted(out.glob("runs/*/result.json")):
     rate = r.get("throughput_img_per_s")
     print(f"{res.parent.name:28s} {r['status']:6s} "
           f"{'%.0f img/s' % rate if rate else '-':>12s}  first step {r.get('first_step_s') or 0:.1f} s"
-          f"  {r.get('precision')} {p.get('layout')} {p.get('gpu_model')} torch {p.get('torch')}"
+          f"  {r.get('precision')} {p.get('layout')} {p.get('loader')} {p.get('gpu_model')}"
+          f" torch {p.get('torch')}"
           f" cuda {p.get('torch_cuda')} cudnn {p.get('cudnn')} nccl {p.get('nccl')}"
           f" driver {p.get('driver')}")
 for name in ("mxnet-float16", "mxnet-float16-nhwc"):
@@ -101,5 +122,5 @@ if gpu:
 else:
     print(f"telemetry: {len(rows)} samples, no GPU source")
 EOF
-tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"
+tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs" "$out/jpegs" "$out"/jpegs.*
 step "done"

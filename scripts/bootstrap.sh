@@ -47,10 +47,10 @@ fi
 # Reinstall only when the pins changed: the stamp carries a hash of pyproject.toml.
 stamp=".venv/.dlperf-installed-$(sha256sum pyproject.toml | cut -c1-12)"
 if [[ ! -e "$stamp" ]]; then
-  echo "bootstrap: installing pinned Python packages into .venv (pyproject.toml [dev,train,cpu,digits,pytorch])"
-  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,train,cpu,digits,pytorch]' 2>&1 \
+  echo "bootstrap: installing pinned Python packages into .venv (pyproject.toml [dev,train,cpu,digits,pytorch,dali])"
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,train,cpu,digits,pytorch,dali]' 2>&1 \
     | { grep -v "is ignored: it is neither a file nor a directory" || true; }; then
-    echo "bootstrap: pip install of .[dev,train,cpu,digits,pytorch] failed" >&2
+    echo "bootstrap: pip install of .[dev,train,cpu,digits,pytorch,dali] failed" >&2
     exit 1
   fi
   rm -f .venv/.dlperf-installed-*

@@ -37,16 +37,18 @@ def test_two_ddp_ranks_train_and_end_with_identical_parameters(tmp_path):
     assert len(per_rank) == 2 and result["throughput_img_per_s"] <= sum(per_rank) * (1 + 1e-9)
 
 
-def test_time_to_accuracy_on_digits_reaches_the_target(tmp_path, digits):
+@pytest.mark.parametrize(("loader", "recorded"), [("native", "native"), ("dali", "dali 2.4.0")])
+def test_time_to_accuracy_on_digits_reaches_the_target(tmp_path, digits, loader, recorded):
     out = tmp_path / "tta"
     proc = dlperf(
         "train", *PYTORCH, *TINY, "--batch-size", "32", "--mode", "tta",
         "--data", str(digits / "train.rec"), "--val-data", str(digits / "val.rec"),
         "--target-top1", "0.85", "--max-epochs", "15", "--warmup-epochs", "1",
-        "--lr-per-256", "1.0", "--threads", "1", "--output", str(out),
+        "--lr-per-256", "1.0", "--threads", "1", "--loader", loader, "--output", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = read_result(out)
+    assert result["provenance"]["loader"] == recorded
     assert result["status"] == "ok" and result["reached_target"] is True
     assert result["top1"] >= 0.85 and 1 <= result["epochs"] <= 15
     correct = result["top1"] * 359  # each of the 359 validation images counted once
@@ -60,8 +62,9 @@ def test_time_to_accuracy_on_digits_reaches_the_target(tmp_path, digits):
     assert keys.count("eval_accuracy") == result["epochs"] and keys[-1] == "run_stop"
 
 
+@pytest.mark.parametrize(("loader", "threads"), [("native", "0"), ("dali", "1")])
 def test_three_ranks_on_a_set_that_does_not_divide_finish_and_count_every_image_once(
-    tmp_path, digits
+    tmp_path, digits, loader, threads
 ):
     # 1,438 training images over 3 ranks of 32 and 359 validation images over 3 ranks: the
     # shards differ in length, yet every rank takes the same steps and nobody hangs.
@@ -70,8 +73,8 @@ def test_three_ranks_on_a_set_that_does_not_divide_finish_and_count_every_image_
     proc = dlperf(
         "train", *PYTORCH, *TINY, "--batch-size", "32", "--mode", "tta",
         "--data", str(digits / "train.rec"), "--val-data", str(digits / "val.rec"),
-        "--target-top1", "0.05", "--max-epochs", "1", "--threads", "0", "--output", str(out),
-        launcher=launcher, timeout=300,
+        "--target-top1", "0.05", "--max-epochs", "1", "--threads", threads, "--loader", loader,
+        "--output", str(out), launcher=launcher, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     result = read_result(out)
@@ -111,6 +114,7 @@ def test_throughput_mode_records_backend_precision_and_the_first_step_apart(tmp_
     ("args", "needle"),
     [
         (["--backend", "mxnet", "--compile"], "--compile: only the pytorch backend compiles"),
+        (["--backend", "mxnet", "--loader", "dali"], "--loader dali: DALI feeds the pytorch"),
         (
             ["--backend", "mxnet", "--layout", "NHWC", "--device", "cpu"],
             "--layout NHWC: MXNet convolves NHWC only through cuDNN, on GPUs",

@@ -90,8 +90,15 @@ def add_train_parser(sub) -> None:
         "--threads",
         type=int,
         default=None,
-        help="data-decoding threads (mxnet) or DataLoader workers (pytorch) per worker; "
-        "default: cores / ranks on the node",
+        help="data-decoding threads (mxnet, pytorch with DALI) or DataLoader workers (pytorch) "
+        "per worker; default: cores / ranks on the node",
+    )
+    p.add_argument(
+        "--loader",
+        choices=["auto", "native", "dali"],
+        default="auto",
+        help="pytorch's input pipeline for .rec data: NVIDIA DALI (GPU decoding; CPU operators "
+        "on a CPU) or native (DataLoader workers); auto: dali on GPUs where DALI is installed",
     )
     p.add_argument(
         "--output", type=Path, required=True, help="directory for result.json and mllog.txt"
@@ -131,6 +138,11 @@ def validate_train(args) -> None:
 
         unsupported = [
             (args.compile, "--compile: only the pytorch backend compiles (MXNet hybridizes)"),
+            (
+                args.loader == "dali",
+                "--loader dali: DALI feeds the pytorch backend; mxnet reads through MXNet's own "
+                "record iterator",
+            ),
             (args.layout == "NHWC" and args.device == "cpu", NHWC_ON_CPU),
             (args.dtype == "bfloat16" and args.device == "gpu", BFLOAT16_ON_GPU),
             (args.dtype == "float16" and args.device == "cpu", FLOAT16_ON_CPU),

@@ -40,6 +40,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | gpu
     seed: int = 0
     threads: int | None = None  # data decoding per worker; None: cores / local ranks
+    loader: str = "auto"  # PyTorch: auto (DALI on GPU when installed) | native | dali
 
     @property
     def synthetic(self) -> bool:

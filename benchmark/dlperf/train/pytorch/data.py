@@ -154,6 +154,10 @@ class RecordData:
     def steps(self) -> int:
         return self.sampler.steps
 
+    @property
+    def records(self) -> int:
+        return len(self.dataset)
+
     def __iter__(self):
         for images, labels, valid in self.loader:
             x = images.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()

@@ -1,6 +1,7 @@
 """The PyTorch engine: ResNet v1.5 under DistributedDataParallel (NCCL on GPUs, Gloo on CPUs),
 mixed precision by autocast (bf16 where the GPU has it, else fp16 with a gradient scaler),
-channels_last on GPUs, optional torch.compile. One process per GPU."""
+channels_last on GPUs, optional torch.compile, .rec data through NVIDIA DALI or DataLoader
+workers. One process per GPU."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from torch import nn
 from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
 from dlperf.train.engine import Datasets, decode_threads
+from dlperf.train.pytorch import dali
 from dlperf.train.pytorch.data import RecordData, SyntheticData, classes_in
 from dlperf.train.pytorch.dist import placement
 from dlperf.train.pytorch.model import build_model, decay_groups
 from dlperf.train.schedule import WarmupCosine
+from dlperf.usage import UsageError
 
 AMP = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -32,6 +35,21 @@ def _device(cfg: TrainConfig, local_rank: int) -> torch.device:
         torch.cuda.set_device(local_rank % gpus)
         return torch.device("cuda", local_rank % gpus)
     return torch.device("cpu")
+
+
+def _loader(cfg: TrainConfig, device: torch.device) -> str:
+    """The input pipeline for .rec data: "dali" or "native" (synthetic data needs none)."""
+    if cfg.synthetic:
+        return "synthetic"
+    installed = dali.version() is not None
+    if cfg.loader == "dali" and not installed:
+        raise UsageError(
+            "--loader dali: NVIDIA DALI is not installed here (install dlperf[dali], or use "
+            "--loader native)"
+        )
+    if cfg.loader == "auto":
+        return "dali" if installed and device.type == "cuda" else "native"
+    return cfg.loader
 
 
 def _dtype(cfg: TrainConfig, device: torch.device) -> str:
@@ -62,6 +80,7 @@ class TorchEngine:
         )
         self.layout = layout
         self.memory_format = torch.channels_last if layout == "NHWC" else torch.contiguous_format
+        self.loader = _loader(cfg, self.dev)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank before DDP's sync
         if self.device == "gpu":
             torch.backends.cudnn.benchmark = True
@@ -117,6 +136,7 @@ class TorchEngine:
             "launcher": self.place.launcher,
             "layout": self.layout,
             "compiled": self.cfg.compile,
+            "loader": f"dali {dali.version()}" if self.loader == "dali" else self.loader,
         }
 
     # ---- data --------------------------------------------------------------------------
@@ -139,12 +159,13 @@ class TorchEngine:
         path = Path(cfg.data)
         classes = cfg.classes or class_count(path, classes_in)
         common = (self.rank, self.size, self.threads, cfg.seed, self.dev, self.memory_format)
-        train = RecordData(path, cfg.batch_size, cfg.image_size, True, *common)
+        reader = dali.DaliData if self.loader == "dali" else RecordData
+        train = reader(path, cfg.batch_size, cfg.image_size, True, *common)
         val = None
         if cfg.val_data:
-            val = RecordData(Path(cfg.val_data), cfg.batch_size, cfg.image_size, False, *common)
-        eval_samples = len(val.dataset) if val is not None else 0
-        return Datasets(train, val, classes, train.steps, len(train.dataset), eval_samples)
+            val = reader(Path(cfg.val_data), cfg.batch_size, cfg.image_size, False, *common)
+        eval_samples = val.records if val is not None else 0
+        return Datasets(train, val, classes, train.steps, train.records, eval_samples)
 
     # ---- model + optimiser -------------------------------------------------------------
     def build(self, classes: int, schedule: WarmupCosine) -> None:
