@@ -91,8 +91,12 @@ def run_ansible_playbook(
         "interpreter_python = auto_silent\n"
         "nocolor = true\n"
     )
-    env = dict(os.environ, ANSIBLE_CONFIG=str(cfg))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
+    return json_run(cmd, dict(os.environ, ANSIBLE_CONFIG=str(cfg)), workdir)
+
+
+def json_run(cmd: list[str], env: dict, cwd: Path) -> PlaybookRun:
+    """Run an ansible-playbook command whose stdout callback is ansible.posix.json."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     try:
         output = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:

@@ -112,7 +112,7 @@ def milestone(text: str) -> bool:
     """Whether a progress text is a phase's start, skip or end (not a task's name)."""
     return (
         bool(re.match(r"\S+\.yml: starting", text))
-        or text.endswith("skipped")
+        or text.endswith(": skipped")  # not a task named "... is skipped"
         or (text.startswith("done in "))
     )
 

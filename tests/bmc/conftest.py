@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.conftest import PlaybookRun, ansible_bin
+from tests.conftest import PlaybookRun, ansible_bin, json_run
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "calvin-in-the-vault"
@@ -160,13 +160,7 @@ class Bmcs:
             ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json",
             ANSIBLE_NOCOLOR="1",
         )
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
-        try:
-            return PlaybookRun(proc.returncode, json.loads(proc.stdout), proc.stderr)
-        except json.JSONDecodeError as exc:
-            raise AssertionError(
-                f"no JSON from ansible-playbook:\n{proc.stdout}\n{proc.stderr}"
-            ) from exc
+        return json_run(cmd, env, REPO)
 
 
 def wait_until_up(bmcs: Bmcs, node: str, proc: subprocess.Popen) -> None:

@@ -281,6 +281,7 @@ def test_report_has_four_figures_a_table_and_the_speedups(swept, tmp_path):
     # and where each point ran, from its provenance
     assert "<h2>Provenance</h2>" in page
     assert page.count(f"<td>{html.escape(host)}</td>") >= 2
+    assert page.count("<td>mxnet ImageRecordIter</td><td>—</td>") == 2  # float32: no scaler
     assert all(
         (tmp_path / "report" / f"{name}.png").stat().st_size > 1000 for name in report["figures"]
     )

@@ -274,6 +274,20 @@ def test_progress_hears_every_task_and_tells_milestones_apart(tmp_path):
     assert [t for p, t in heard if milestone(t)][-1].startswith("done in ")
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("site.yml: starting (last run 468 s)", True),
+        ("already done for this run id (the VMs were not re-created): skipped", True),
+        ("done in 231 s (12 changed)", True),
+        ("Report that IPoIB is skipped", False),  # a task's name, however it ends
+        ("Install dlperf and its engines from the wheelhouse (train,cpu)", False),
+    ],
+)
+def test_milestones_are_phase_starts_skips_and_ends_never_task_names(text, expected):
+    assert milestone(text) is expected
+
+
 def test_in_logs_a_long_task_gets_a_line_at_every_interval(capsys):
     def run(say, show):
         state = PhaseProgress("site")

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from dlperf.report.data import Point
+from dlperf.report.html import provenance_rows
 from dlperf.results import (
     SCHEMA_VERSION,
     Result,
@@ -80,3 +82,15 @@ def test_provenance_keeps_the_launch_environment_and_the_source_revision():
     assert launch_environment(env) == {"HOROVOD_FUSION_THRESHOLD": "0", "NCCL_IB_HCA": "mlx5_0"}
     revision = source_revision()  # this checkout
     assert len(revision["git_commit"]) == 40 and isinstance(revision["git_dirty"], bool)
+
+
+def test_the_provenance_table_names_the_input_and_the_loss_scaler():
+    result = {
+        "status": "ok",
+        "backend": "pytorch",
+        "loss_scaling": {"scale": 512.0, "skipped_steps": 7},
+        "provenance": {"hosts": ["gpu01"], "loader": "dali 2.4.0", "dlperf": "0.1.0"},
+    }
+    row = provenance_rows([Point(1, result), Point(2, {"status": "failed"})])
+    assert row.count("<tr>") == 1  # a failed point has no provenance row
+    assert "<td>pytorch</td><td>dali 2.4.0</td><td>7 steps skipped, scale 512</td>" in row

@@ -104,11 +104,18 @@ def provenance_rows(points: list) -> str:
         revision = (
             "—" if not commit else commit[:12] + (" (modified)" if prov.get("git_dirty") else "")
         )
+        scaling = p.result.get("loss_scaling")
         cells = (
             p.nodes,
             ", ".join(prov.get("hosts") or []) or "—",
             prov.get("launch_host") or "—",
             p.result.get("backend") or "—",
+            prov.get("loader") or "—",
+            (
+                f"{scaling['skipped_steps']} steps skipped, scale {scaling['scale']:g}"
+                if scaling
+                else "—"
+            ),
             prov.get("dlperf") or "—",
             revision,
         )
@@ -248,7 +255,8 @@ def build_report(
         )
         + (
             "<h2>Provenance</h2><table><tr><th>nodes</th><th>hosts</th><th>launched from</th>"
-            f"<th>backend</th><th>dlperf</th><th>source revision</th></tr>{provenance}</table>"
+            "<th>backend</th><th>input</th><th>loss scaler</th><th>dlperf</th>"
+            f"<th>source revision</th></tr>{provenance}</table>"
             if provenance
             else ""
         )

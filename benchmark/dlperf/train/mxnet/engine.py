@@ -87,6 +87,7 @@ class MXNetEngine:
                 f"MXNet AMP ({self.dtype}), dynamic loss scaling" if self.amp else None
             ),
             "layout": self.layout,
+            "loader": "synthetic" if self.cfg.synthetic else "mxnet ImageRecordIter",
         }
 
     # ---- data --------------------------------------------------------------------------
