@@ -59,7 +59,7 @@ step "telemetry sampler (1 s) for the training runs"
 "${dlperf[@]}" telemetry --output "$out/runs/telemetry.jsonl" --interval 1 --duration 900 &
 sampler=$!
 
-train() {  # NAME ARGS...: one synthetic throughput run
+train() {  # NAME ARGS...: one throughput run (synthetic unless ARGS give --data)
   local name=$1
   shift
   step "train $name"

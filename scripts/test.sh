@@ -58,8 +58,9 @@ tier_lint() {
 }
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
-# Unit tests are independent (each in its own tmp_path): one worker per core.
-tier_unit() { pytest -q -n auto --dist loadgroup tests/unit; }  # loadgroup: a role's validation cases share one run
+# One worker per core. Unit tests are independent (each in its own tmp_path), except that one
+# role's bad-input cases share one ansible-playbook run: loadgroup sends them to one worker.
+tier_unit() { pytest -q -n auto --dist loadgroup tests/unit; }
 # The dlperf.cluster collection built, installed and used by FQCN outside the checkout, with
 # ansible-test sanity; the dlperf wheel alone in an empty venv.
 tier_package() { pytest -q tests/package; }

@@ -1,1 +1,2 @@
-"""Training engine: ResNet v1.5 on MXNet Gluon, data-parallel with Horovod."""
+"""`dlperf train`: ResNet v1.5 trained data-parallel, one driver over two engines (MXNet Gluon
+with Horovod, PyTorch DDP)."""

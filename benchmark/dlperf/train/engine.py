@@ -2,7 +2,8 @@
 
 The driver (dlperf.train.driver) owns the clock, time to accuracy, the MLPerf log, progress and
 the result. An engine owns everything that touches a framework: process group, device, data,
-model, one optimisation step, evaluation, parameter fingerprint and versions. Each engine lives
+model, one optimisation step, evaluation, parameter fingerprint, versions and the loss scaler's
+record. Each engine lives
 in its own package (dlperf.train.<backend>) and is imported only when that backend is chosen,
 so `dlperf report` and `dlperf sweep` never import a framework, and no process imports two.
 """

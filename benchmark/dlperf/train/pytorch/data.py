@@ -1,5 +1,6 @@
 """Input pipelines of the PyTorch engine: synthetic batches on the device, or the same .rec/.idx
-files the MXNet engine reads, decoded by DataLoader worker processes.
+files the MXNet engine reads, decoded by DataLoader worker processes (`--loader native`; the
+DALI pipeline is in dali.py).
 
 Every rank takes the same number of steps per epoch (a rank that ran out first would leave the
 others waiting in an allreduce): the training order is one seeded permutation of the whole set
