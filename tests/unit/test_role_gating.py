@@ -5,7 +5,8 @@ Real roles on localhost in check mode: this machine has no IPoIB device and no N
 
 from __future__ import annotations
 
-from .test_role_input_validation import LOCAL, apply_role, inventory
+from ..conftest import run_ansible_playbook
+from .test_role_input_validation import LOCAL, apply_role, case_plays, inventory
 
 
 def messages(run) -> list[str]:
@@ -74,3 +75,34 @@ def test_dl_stack_node_without_the_wheelhouse_fails_before_any_change(run_playbo
     assert "dl_stack_wheelhouse '/nonexistent/wheelhouse'" in message, message
     assert "mounted" in message
     assert run.stats["localhost"]["changed"] == 0
+
+
+EXTRAS = {
+    # case: (variables, the extras dlperf is installed with)
+    "gpu-pytorch": ({"dl_stack_flavor": "gpu"}, "train,gpu,pytorch,dali"),
+    "gpu-pytorch-without-dali": (
+        {"dl_stack_flavor": "gpu", "dl_stack_dali": False},
+        "train,gpu,pytorch",
+    ),
+    "cpu-pytorch": ({"dl_stack_flavor": "cpu"}, "train,cpu,pytorch"),
+    "gpu-mxnet-only": ({"dl_stack_flavor": "gpu", "dl_stack_backends": ["mxnet"]}, "train,gpu"),
+}
+
+
+def test_dl_stack_gives_pytorch_gpu_nodes_dali_unless_told_not_to(tmp_path):
+    # localhost is a compute node that sees the wheelhouse's directory; the flavor is forced,
+    # as an inventory may. Each case is a play; what the role does after choosing does not
+    # matter here (check mode, rescued).
+    inv = inventory()
+    inv["all"]["children"]["cluster"]["children"]["head"]["hosts"] = {"head01": {}}
+    inv["all"]["children"]["compute"]["hosts"] = {"localhost": dict(LOCAL)}
+    base = {"dl_stack_backends": ["mxnet", "pytorch"], "dl_stack_wheelhouse": str(tmp_path / "wh")}
+    cases = [(name, base | variables) for name, (variables, _) in EXTRAS.items()]
+    run = run_ansible_playbook(tmp_path, case_plays("dl_stack", cases), inv)
+    for name, (_, expected) in EXTRAS.items():
+        chosen = [
+            res["ansible_facts"]["__dl_stack_extras"]
+            for task, _, res in run.play(name).task_results()
+            if task == "dl_stack : Choose dlperf's extras for this node"
+        ]
+        assert chosen == [expected], (name, chosen)
