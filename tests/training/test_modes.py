@@ -179,3 +179,4 @@ def test_the_loss_scaler_skips_overflowing_steps_and_result_json_counts_them(
     scaling = read_result(out)["loss_scaling"]
     assert 1 <= scaling["skipped_steps"] <= 8
     assert scaling["scale"] == 2.0 ** (16 - scaling["skipped_steps"] + lags)
+    assert f"loss scaler: {scaling['skipped_steps']} step(s) skipped" in proc.stdout

@@ -96,6 +96,13 @@ class Driver:
                     progress.close()
             result.param_fingerprints = eng.gather(eng.fingerprint()).tolist()
             result.loss_scaling = eng.loss_scaling()
+            skipped = (result.loss_scaling or {}).get("skipped_steps")
+            if skipped and self.is_root:
+                print(
+                    f"loss scaler: {skipped} step(s) skipped on overflowing gradients "
+                    f"(scale now {result.loss_scaling['scale']:g})",
+                    flush=True,
+                )
             result.status = "ok"
         except Exception as exc:  # recorded in result.json, then re-raised for the exit code
             result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
