@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from .bad_input_cases import GOOD_EXPORT
 from .test_hostlist_filter import render
-from .test_role_input_validation import GOOD_EXPORT, apply_role, inventory, is_validation_task
+from .test_role_input_validation import apply_role, inventory, is_validation_task
 
 
 def test_listify_takes_lists_comma_strings_and_single_values(run_playbook):

@@ -81,6 +81,12 @@ class Engine(Protocol):
         ...
 
 
+def steps_per_epoch(records: int, batch: int, world: int) -> int:
+    """Whole global batches in an epoch, at least one: every rank takes this many steps (a rank
+    that ran on would wait in an allreduce)."""
+    return max(1, records // (batch * world))
+
+
 def decode_threads(cfg: TrainConfig, local_size: int) -> int:
     """--threads, or the node's cores shared among its ranks."""
     if cfg.threads is not None:

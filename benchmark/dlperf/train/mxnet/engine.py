@@ -18,7 +18,7 @@ from mxnet import autograd, gluon
 
 from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
-from dlperf.train.engine import Datasets, decode_threads
+from dlperf.train.engine import Datasets, decode_threads, steps_per_epoch
 from dlperf.train.mxnet import BFLOAT16_ON_GPU, FLOAT16_ON_CPU, NHWC_ON_CPU
 from dlperf.train.mxnet.comm import make_comm
 from dlperf.train.mxnet.data import RecordData, SyntheticData, classes_in, count_records
@@ -103,9 +103,7 @@ class MXNetEngine:
         path = Path(cfg.data)
         classes = cfg.classes or class_count(path, classes_in)
         samples = count_records(path)
-        # Whole global batches only: every rank takes the same steps (a rank that ran on would
-        # wait for the others in an allreduce).
-        steps = max(1, samples // (cfg.batch_size * world))
+        steps = steps_per_epoch(samples, cfg.batch_size, world)
         train = RecordData(
             path, cfg.batch_size, cfg.image_size, True, self.rank, world, self.threads, cfg.seed,
             steps=steps,

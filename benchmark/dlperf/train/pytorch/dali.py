@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from dlperf.data.recordio import RecordFile
+from dlperf.train.engine import steps_per_epoch
 from dlperf.train.pytorch.data import MEAN_RGB, STD_RGB
 
 READER = "Reader"
@@ -56,7 +57,7 @@ class DaliData:
         self.batch, self.train, self.device = batch, train, device
         self.channels_last = fmt == torch.channels_last
         if train:
-            self.steps = max(1, self.records // (batch * world))
+            self.steps = steps_per_epoch(self.records, batch, world)
         else:
             self.size = shard_size(self.records, rank, world)
             self.steps = math.ceil(self.size / batch)

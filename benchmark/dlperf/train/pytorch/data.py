@@ -20,6 +20,7 @@ import torch
 from PIL import Image
 
 from dlperf.data.recordio import RecordFile
+from dlperf.train.engine import steps_per_epoch
 
 # ImageNet channel statistics (0-255 scale), as in NVIDIA's RN50 recipe.
 MEAN_RGB = (123.68, 116.779, 103.939)
@@ -108,7 +109,7 @@ class ShardSampler(torch.utils.data.Sampler):
         self.n, self.batch, self.rank, self.world = n, batch, rank, world
         self.train, self.seed, self.epoch = train, seed, 0
         if train:
-            self.steps = max(1, n // (batch * world))
+            self.steps = steps_per_epoch(n, batch, world)
             self.length = self.steps * batch
         else:
             self.length = math.ceil(n / world)
