@@ -148,12 +148,14 @@ def job_environment(base: dict, extra: dict | None = None, defaults: dict | None
 
 
 def run_logged(
-    cmd: list[str], log: str, env: dict, cwd: str, timeout: int, grace: float = 20
+    cmd: list[str], log: str, env: dict, cwd: str, timeout: int, grace: float = 40
 ) -> int | None:
     """Run CMD in its own session with stdout and stderr into LOG; its return code, or None
     when it ran past TIMEOUT seconds and its whole process group (launcher and ranks) was
     stopped: SIGTERM first, which srun and mpirun pass on to the ranks (srun also ends its
-    job), then SIGKILL after GRACE seconds."""
+    job), then SIGKILL after GRACE seconds. GRACE outlasts srun's own wait for its step to
+    end (Slurm's KillWait, 30 s by default, plus 2), so srun is not killed before it has
+    ended its job."""
     with open(log, "w") as fh:
         proc = subprocess.Popen(
             cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True

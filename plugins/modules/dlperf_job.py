@@ -60,7 +60,8 @@ options:
   timeout:
     description:
       - Seconds after which the job is stopped (SIGTERM to the launcher and its ranks, SIGKILL
-        20 s later) and reported failed.
+        40 s later, after srun's own wait of KillWait + 2 s for the step to end) and reported
+        failed.
     type: int
     default: 3600
   start_timeout:

@@ -124,9 +124,16 @@ class LocalSlurm:
         out = self.run("sinfo", "--noheader", "--Node", "--format=%t")
         return out.stdout.strip() if out.returncode == 0 else ""
 
-    def jobs(self) -> list[str]:
-        """Jobs still pending or running."""
-        return self.run("squeue", "--noheader", "--format=%i").stdout.split()
+    def drained(self, within: float) -> list[str]:
+        """Wait up to WITHIN seconds for the queue to empty (a job that has ended stays
+        COMPLETING until slurmd has reported its last process gone); "ID STATE" of what is
+        still there, nothing when it emptied."""
+        deadline = time.monotonic() + within
+        while True:
+            left = self.run("squeue", "--noheader", "--format=%i %T").stdout.splitlines()
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.5)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
