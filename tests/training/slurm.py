@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -136,6 +137,11 @@ class LocalSlurm:
             time.sleep(0.5)
 
     def stop(self) -> None:
+        # Jobs a failed test left running first: their ranks run under slurmstepd, which
+        # outlives slurmd by design and would keep training on the machine's cores.
+        if self.procs and self.procs[-1].poll() is None:
+            self.run("scancel", "--full", f"--user={pwd.getpwuid(os.getuid()).pw_name}")
+            self.drained(within=30)
         for proc in reversed(self.procs):
             proc.terminate()
             try:
