@@ -218,6 +218,18 @@ CASES = [
         "dl_stack_pip_no_index needs",
     ),
     (
+        "dl-stack-build-env-bad-name",
+        "dl_stack",
+        {"dl_stack_horovod_build_env": {"CCACHE DIR": "/var/cache/ccache"}},
+        "must map environment variable names",
+    ),
+    (
+        "dl-stack-build-env-list-value",
+        "dl_stack",
+        {"dl_stack_horovod_build_env": {"MAKEFLAGS": ["-j2"]}},
+        "must map environment variable names",
+    ),
+    (
         "opensm-priority-out-of-range",
         "opensm",
         {"opensm_enabled": True, "opensm_priority": 16},

@@ -37,6 +37,18 @@ def test_wheelhouse_holds_one_built_horovod_and_the_pinned_wheels(podman):
     assert owner == "dlperf"  # built by the benchmark user, not root
 
 
+def test_the_horovod_build_ran_in_the_environment_the_inventory_gave_it(podman):
+    # dl_stack_horovod_build_env routes the compiler through ccache (molecule.yml): every
+    # compilation of this run's build went to it, hit or miss.
+    stats = podman("dlstack-head").check_output("CCACHE_DIR=/var/cache/ccache ccache --print-stats")
+    counters = dict(line.split("\t") for line in stats.splitlines() if "\t" in line)
+    calls = sum(
+        int(counters.get(k, 0))
+        for k in ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
+    )
+    assert calls >= 50, stats  # Horovod and Gloo: about 77 compilations
+
+
 def test_the_wheelhouse_record_names_the_dlperf_wheel_and_every_wheel_it_holds(podman):
     # While this record matches, a converge skips pip download (no index is asked).
     head = podman("dlstack-head")
