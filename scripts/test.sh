@@ -31,18 +31,34 @@ record_time() {
     && tail -n 200 "$times_file" >"$times_file.new" && mv "$times_file.new" "$times_file"
 } 2>/dev/null
 
+# Each tier's output is also kept in a file, so that the summary at the end can name what failed
+# in a failed tier (pytest's FAILED/ERROR lines, the failed molecule scenarios): a CI log is
+# often read from its tail only.
+tier_logs=$(mktemp -d "${TMPDIR:-/tmp}/dlperf-test-tiers.XXXXXX")
+declare -a failures=()
+what_failed() {  # LOG: its lines naming a failure, else its last lines
+  grep -E '^(FAILED|ERROR) |^--- molecule scenario .*: FAIL|^--- (yamllint|ruff|ansible-lint): FAIL' "$1" \
+    | head -n 25 | grep . || tail -n 5 "$1"
+}
 run_tier() {
-  local name=$1 last
+  local name=$1 last rc tee_pid
   shift
-  local t0=$SECONDS
+  local t0=$SECONDS log=$tier_logs/$name.log
   last=$(last_time "$name")
   echo "=== tier $name: start $(date -u +%H:%M:%S)${last:+ (it took ${last} s when it last passed here)}"
-  if "$@"; then
+  # Not a pipeline: the tier runs in this shell (it waits on background builds started here).
+  "$@" > >(tee "$log") 2>&1
+  rc=$?
+  tee_pid=$!
+  wait "$tee_pid" 2>/dev/null
+  if ((rc == 0)); then
     summary+=("$(printf '%-9s PASS %5ds' "$name" $((SECONDS - t0)))")
     record_time "$name" $((SECONDS - t0)) || true
   else
     failed=1
     summary+=("$(printf '%-9s FAIL %5ds' "$name" $((SECONDS - t0)))")
+    failures+=("$name (its whole output: $log):")
+    mapfile -t -O "${#failures[@]}" failures < <(what_failed "$log" | sed 's/^/    /')
   fi
   echo "=== tier $name: $((SECONDS - t0)) s"
 }
@@ -51,9 +67,9 @@ tier_bootstrap() { scripts/bootstrap.sh; }
 
 tier_lint() {
   local rc=0
-  echo "--- yamllint";     yamllint --strict . || rc=1
-  echo "--- ruff";         ruff check . && ruff format --check . || rc=1
-  echo "--- ansible-lint"; ansible-lint --profile production || rc=1
+  echo "--- yamllint";     yamllint --strict . || { rc=1; echo "--- yamllint: FAIL"; }
+  echo "--- ruff";         { ruff check . && ruff format --check .; } || { rc=1; echo "--- ruff: FAIL"; }
+  echo "--- ansible-lint"; ansible-lint --profile production || { rc=1; echo "--- ansible-lint: FAIL"; }
   return $rc
 }
 
@@ -241,4 +257,8 @@ done
 
 echo "=== summary (total $((SECONDS - start_all)) s)"
 printf '  %s\n' "${summary[@]}"
+if ((${#failures[@]})); then
+  echo "=== what failed"
+  printf '  %s\n' "${failures[@]}"
+fi
 exit $failed
