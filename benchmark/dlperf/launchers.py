@@ -18,6 +18,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from dlperf_module_utils.dlperf_job import (
 )
 
 NAMES = ("local", "hosts", "slurm")
+INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
 @dataclass
@@ -281,28 +283,39 @@ def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     )
     env = job_environment(dict(os.environ), defaults=defaults)
     started = time.time()
-    submit = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
-    job_id = submit.stdout.strip().split(";")[0]  # JOBID[;CLUSTER]
-    details: dict = {"launcher": "slurm", "job_id": job_id or None}
-    if submit.returncode != 0 or not job_id.isdigit():
-        with log.open("a") as fh:
-            fh.write(f"sbatch rc={submit.returncode}: {submit.stderr.strip()}\n")
-        return Launch(submit.returncode or 1, cmd, started, details)
-    # Slurm enforces --time; the deadline only guards against a controller that stops answering.
-    deadline = time.monotonic() + cfg.timeout + 600
-    state: dict = {}
+    # An interrupt while sbatch runs would lose a job that is already queued (or running) with
+    # no id to cancel it by: Ctrl-C and SIGTERM wait until sbatch has answered, and arrive in
+    # the loop below, which cancels the job.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
     try:
-        while time.monotonic() < deadline:
-            state = job_state(job_id) or state
-            if state.get("JobState") in FINAL_STATES:
-                break
-            time.sleep(POLL_S)
-        else:
+        submit = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=300, check=False
+        )
+        job_id = submit.stdout.strip().split(";")[0]  # JOBID[;CLUSTER]
+        details: dict = {"launcher": "slurm", "job_id": job_id or None}
+        if submit.returncode != 0 or not job_id.isdigit():
+            with log.open("a") as fh:
+                fh.write(f"sbatch rc={submit.returncode}: {submit.stderr.strip()}\n")
+            return Launch(submit.returncode or 1, cmd, started, details)
+        # Slurm enforces --time; the deadline only guards against a controller that stops
+        # answering.
+        deadline = time.monotonic() + cfg.timeout + 600
+        state: dict = {}
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a waiting interrupt raises here
+            while time.monotonic() < deadline:
+                state = job_state(job_id) or state
+                if state.get("JobState") in FINAL_STATES:
+                    break
+                time.sleep(POLL_S)
+            else:
+                cancel(job_id)
+                state = {**state, "JobState": "TIMEOUT"}
+        except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
             cancel(job_id)
-            state = {**state, "JobState": "TIMEOUT"}
-    except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
-        cancel(job_id)
-        raise
+            raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     details.update(
         job_state=state.get("JobState"),
         exit_code=state.get("ExitCode"),

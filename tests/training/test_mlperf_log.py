@@ -62,10 +62,12 @@ def poly_run(tmp_path_factory, digits):
 def test_the_checker_finds_only_the_accuracy_bound_of_a_run_that_targets_less(poly_run, tmp_path):
     report = check(tmp_path, poly_run / "mllog.txt")
     # Every required key, the order of init/run/epoch/eval and the schedule keys pass; the one
-    # finding is ruleset 0.7.0's 0.759 accuracy bound, since this run stops at 0.5.
-    assert findings(report) == [
-        "WARNING -  Failed checks for eval_accuracy : v['value'] >= 0.7590 and v['value'] < 1.0"
-    ], report
+    # finding is ruleset 0.7.0's 0.759 accuracy bound (at least one evaluation must reach it),
+    # since this run stops at the first epoch past 0.5: unless that epoch leapt past 0.759 too,
+    # which the CPU's arithmetic can decide.
+    best = max(e["value"] for e in events(poly_run / "mllog.txt") if e["key"] == "eval_accuracy")
+    bound = "WARNING -  Failed checks for eval_accuracy : v['value'] >= 0.7590 and v['value'] < 1.0"
+    assert findings(report) == ([bound] if best < 0.759 else []), report
     assert "closed_resnet_sgd.yaml" in report
 
 

@@ -6,10 +6,13 @@ cluster (e2e) and in the slurm molecule scenario."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from .conftest import BIN, ENV, TINY
 
@@ -101,11 +104,28 @@ def test_a_failed_job_is_recorded_with_its_state_and_log_tail(slurm, tmp_path):
     assert slurm.drained(within=30) == []
 
 
-def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(slurm, tmp_path):
+@pytest.mark.parametrize("sbatch_answers", ["at once", "after the job started"])
+def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(
+    slurm, tmp_path, sbatch_answers
+):
+    env = dict(ENV, SLURM_CONF=slurm.env["SLURM_CONF"])
+    if sbatch_answers != "at once":
+        # An sbatch slow to answer (a loaded machine): the job is running before the sweep
+        # knows its id, and the SIGTERM arrives then.
+        slow = tmp_path / "slow-sbatch"
+        slow.mkdir()
+        (slow / "sbatch").write_text(
+            "#!/bin/sh\n"
+            f'out=$({shutil.which("sbatch")} "$@") || exit $?\n'
+            'until squeue -h -t RUNNING -j "${out%%;*}" | grep -q .; do sleep 0.2; done\n'
+            'sleep 3\necho "$out"\n'
+        )
+        (slow / "sbatch").chmod(0o755)
+        env["PATH"] = f"{slow}:{env['PATH']}"
     long = [*TINY, "--batch-size", "16", "--iterations", "100000", "--warmup-iterations", "2"]
     proc = subprocess.Popen(
         sweep_cmd(tmp_path, "term", *long),
-        env=dict(ENV, SLURM_CONF=slurm.env["SLURM_CONF"]),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
