@@ -14,6 +14,8 @@ from dlperf.report.html import build_report
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
 
 CHROMIUM = shutil.which("chromium")
+# As root (--no-sandbox), without a GPU, and with /dev/shm as small as a container's (64 MiB).
+HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 
 
 def screenshot(page: Path, out: Path):
@@ -21,8 +23,8 @@ def screenshot(page: Path, out: Path):
     import matplotlib.image
 
     proc = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--window-size=1280,6000", f"--screenshot={out}", page.as_uri()],
+        [CHROMIUM, *HEADLESS, "--hide-scrollbars", "--window-size=1280,6000",
+         f"--screenshot={out}", page.as_uri()],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0 and out.exists(), proc.stderr[-2000:]
@@ -41,10 +43,12 @@ def test_a_reader_sees_every_figure_and_table_from_the_one_html_file(tmp_path):
     alone = tmp_path / "alone" / "index.html"
     alone.parent.mkdir()
     alone.write_text(report["html"].read_text())
-    dom = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", alone.as_uri()],
+    proc = subprocess.run(
+        [CHROMIUM, *HEADLESS, "--dump-dom", alone.as_uri()],
         capture_output=True, text=True, timeout=120, check=False,
-    ).stdout  # fmt: skip
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
     assert dom.count('<img alt="fig') == 4
     assert dom.count('src="data:image/png;base64,') == 4
     assert not re.findall(r'(?:src|href)="(?!data:)', dom)  # nothing fetched from elsewhere
