@@ -134,9 +134,11 @@ tier_e2e() {
 }
 
 # The images two tiers boot are built in the background while earlier tiers run (they wait on
-# downloads as much as on the CPU): the molecule tier's systemd image (~1 min when not cached)
-# from the start, during lint, unit and training; the e2e tier's provisioning image (debootstrap,
-# apt, the preloaded DL stack: ~4 min) during the molecule tier. The tier that needs one waits
+# downloads as much as on the CPU): the molecule tier's systemd image (~2 min when not cached)
+# from the start, during lint and unit; the e2e tier's provisioning image (debootstrap, apt, the
+# preloaded DL stack: ~5 min) from the package tier on, where a third to a half of the CPU is
+# idle (package, bmc and training wait on HTTPS, Slurm and process start-up), rather than
+# beside the molecule tier, which keeps both cores busy. The tier that needs one waits
 # for it and prints when it was ready; if a build failed, its log tail is printed and the tier
 # builds the image again itself. Each runs in its own session, so an interrupted `make test`
 # stops it too. (On 2 cores a background build slows the tier beside it by part of its time:
@@ -287,7 +289,8 @@ if [[ " ${tiers[*]} " == *" molecule "* || " ${tiers[*]} " == *" rehearsal "* ]]
   start_bg test-image scripts/build-test-image.sh
 fi
 for tier in "${tiers[@]}"; do
-  if [[ $tier == molecule && " ${tiers[*]} " == *" e2e "* ]]; then
+  if [[ $tier != lint && $tier != unit && -z ${vm_image_started:-} && " ${tiers[*]} " == *" e2e "* ]]; then
+    vm_image_started=1
     start_bg vm-image ansible-playbook -i inventory/virtual playbooks/virtual_cluster.yml -e state=image
   fi
   case $tier in
