@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import signal
 import sys
 from pathlib import Path
 
@@ -256,13 +257,14 @@ def run_sweep_command(args, train_args: list[str]) -> int:
 
     from dlperf.sweep import SweepConfig, SweepError, parse_nodes, plan_sweep, run_sweep
 
+    run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     try:
         cfg = SweepConfig(
             nodes=parse_nodes(args.nodes),
             procs_per_node=args.procs_per_node,
             launcher=args.launcher,
             results=args.results,
-            run_id=args.run_id or time.strftime("%Y%m%d-%H%M%S"),
+            run_id=run_id,
             train_args=train_args,
             hosts=[h for h in args.hosts.split(",") if h],
             controller=args.controller,
@@ -294,6 +296,15 @@ def run_sweep_command(args, train_args: list[str]) -> int:
                 outcome = run_sweep(cfg, progress)
     except SweepError as exc:
         raise UsageError(str(exc)) from exc
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (sweep.Interrupted)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(
+            f"dlperf sweep: stopped by {signal.Signals(signum).name}; the running point's job was "
+            f"stopped and nothing of it kept: the same command with --run-id {run_id} "
+            "runs it again and keeps the points that completed",
+            file=sys.stderr,
+        )
+        return 128 + signum
     print(f"results in {cfg.results / cfg.run_id}")
     return 0 if all(v in ("ok", "skipped") for v in outcome.values()) else 1
 

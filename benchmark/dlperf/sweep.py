@@ -152,9 +152,13 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
 class Interrupted(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that launchers stop what they started."""
 
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
 
 def _raise_interrupted(signum, frame):
-    raise Interrupted(f"signal {signum}")
+    raise Interrupted(signum)
 
 
 def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:

@@ -135,8 +135,9 @@ def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(
         assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
         time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)
-    assert proc.returncode != 0
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert "dlperf sweep: stopped by SIGTERM" in output, output
     assert slurm.drained(within=60) == [], "jobs left after SIGTERM"
     assert not (tmp_path / "term" / "1nodes").exists()  # no half-finished point in place
 

@@ -196,6 +196,33 @@ def test_a_rank_killed_mid_point_fails_that_point_only_and_a_rerun_repeats_just_
     assert (tmp_path / "kill" / "1nodes" / "result.json").read_text() == one
 
 
+def test_sigterm_stops_a_local_sweep_its_ranks_and_says_how_to_resume(tmp_path):
+    train = [*TINY, "--batch-size", "16", "--classes", "10", "--iterations", "100000",
+             "--warmup-iterations", "2"]  # fmt: skip
+    proc = subprocess.Popen(
+        [str(BIN / "dlperf"), "sweep", "--quiet", "--nodes", "1", "--procs-per-node", "2",
+         "--results", str(tmp_path), "--run-id", "term", *train],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    pattern = rf"python[0-9.]* \S+/dlperf train .*--output {tmp_path / 'term' / '.1nodes.partial'}"
+    deadline, ranks = time.monotonic() + 300, []
+    while len(ranks) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+        ranks = out.stdout.split()
+        time.sleep(0.5)
+    assert len(ranks) == 2, "the 2-rank point never started"
+    proc.send_signal(signal.SIGTERM)  # as systemd's or a batch system's stop sends it
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert "dlperf sweep: stopped by SIGTERM" in output and "--run-id term runs it again" in output
+    assert "Traceback" not in output
+    deadline = time.monotonic() + 30  # horovodrun's ranks go with it
+    while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "ranks left running after the sweep stopped"
+        time.sleep(0.5)
+    assert not (tmp_path / "term" / "1nodes").exists()
+
+
 def test_failed_point_is_recorded_with_its_log_tail_and_the_sweep_goes_on(tmp_path):
     bad = tmp_path / "bad.rec"
     bad.write_bytes(b"\x00not a record file" * 64)
