@@ -316,5 +316,7 @@ printf '  %s\n' "${summary[@]}"
 if ((${#failures[@]})); then
   echo "=== what failed"
   printf '  %s\n' "${failures[@]}"
+else
+  rm -rf "$tier_logs"  # kept only when a tier failed
 fi
 exit $failed
