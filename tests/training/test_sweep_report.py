@@ -162,6 +162,22 @@ def test_sweep_resumes_after_interrupted_point(tmp_path):
     assert other.returncode == 2 and "other settings" in other.stderr
 
 
+def rank_pattern(partial: Path) -> str:
+    """The ranks of a point: python running dlperf (not horovodrun's line, nor a shell)."""
+    return rf"python[0-9.]* \S+/dlperf train .*--output {partial}"
+
+
+def two_ranks(sweep_proc, pattern: str) -> list[str]:
+    """The pids of a 2-rank point's ranks once both run (within 300 s)."""
+    deadline, ranks = time.monotonic() + 300, []
+    while len(ranks) < 2 and time.monotonic() < deadline and sweep_proc.poll() is None:
+        out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+        ranks = out.stdout.split()
+        time.sleep(0.5)
+    assert len(ranks) == 2, "the 2-rank point never started"
+    return ranks
+
+
 def test_a_rank_killed_mid_point_fails_that_point_only_and_a_rerun_repeats_just_it(tmp_path):
     train = [*TINY, "--batch-size", "16", "--classes", "10", "--iterations", "150",
              "--warmup-iterations", "2"]  # fmt: skip
@@ -173,15 +189,7 @@ def test_a_rank_killed_mid_point_fails_that_point_only_and_a_rerun_repeats_just_
          "--run-id", "kill", "--telemetry-interval", "0.5", *train],
         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    partial = tmp_path / "kill" / ".2nodes.partial"
-    # the ranks themselves: python running dlperf (not horovodrun's line, nor a wrapping shell)
-    pattern = rf"python[0-9.]* \S+/dlperf train .*--output {partial}"
-    deadline, ranks = time.monotonic() + 300, []
-    while len(ranks) < 2 and time.monotonic() < deadline and proc.poll() is None:
-        out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
-        ranks = out.stdout.split()
-        time.sleep(0.5)
-    assert len(ranks) == 2, "the 2-rank point never started"
+    ranks = two_ranks(proc, rank_pattern(tmp_path / "kill" / ".2nodes.partial"))
     time.sleep(3)
     os.kill(int(ranks[1]), signal.SIGKILL)  # one rank dies; the launcher must not hang
     output, _ = proc.communicate(timeout=300)
@@ -204,13 +212,8 @@ def test_sigterm_stops_a_local_sweep_its_ranks_and_says_how_to_resume(tmp_path):
          "--results", str(tmp_path), "--run-id", "term", *train],
         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    pattern = rf"python[0-9.]* \S+/dlperf train .*--output {tmp_path / 'term' / '.1nodes.partial'}"
-    deadline, ranks = time.monotonic() + 300, []
-    while len(ranks) < 2 and time.monotonic() < deadline and proc.poll() is None:
-        out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
-        ranks = out.stdout.split()
-        time.sleep(0.5)
-    assert len(ranks) == 2, "the 2-rank point never started"
+    pattern = rank_pattern(tmp_path / "term" / ".1nodes.partial")
+    two_ranks(proc, pattern)
     proc.send_signal(signal.SIGTERM)  # as systemd's or a batch system's stop sends it
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, output
