@@ -28,6 +28,24 @@ def dlperf(*args: str, launcher: list[str] | None = None, timeout: int = 300):
     )
 
 
+def sweep(results: Path, run_id: str, *train: str, nodes: str = "1,2"):
+    """`dlperf sweep --launcher local` (the default) over NODES, run to its end."""
+    return dlperf(
+        "sweep",
+        "--quiet",
+        "--nodes",
+        nodes,
+        "--results",
+        str(results),
+        "--run-id",
+        run_id,
+        "--telemetry-interval",
+        "0.5",
+        *train,
+        timeout=600,
+    )
+
+
 def read_result(output: Path) -> dict:
     return json.loads((output / "result.json").read_text())
 
