@@ -2,10 +2,11 @@
 # GPU proof on one GPU node, in about five minutes:
 #  1. the node's real nvidia-smi outputs (query CSV, -q, topo -m), saved in the layout of
 #     tests/fixtures/nvidia-smi/<name>/ so gpu_facts' tests can replay them;
-#  2. gpu_facts (run by ansible when it is installed, else its parser directly) and the
-#     telemetry sampler, against the real GPU;
-#  3. ResNet-50 v1.5 synthetic training throughput with the PyTorch engine: bf16 AMP with
-#     channels_last (eager, then torch.compile), and NCHW for comparison;
+#  2. gpu_facts (its parsers over those outputs; the module too, where Ansible is installed)
+#     and the telemetry sampler, against the real GPU;
+#  3. ResNet-50 v1.5 synthetic training throughput with the PyTorch engine, in the precision
+#     --dtype auto picks (bf16 AMP where the GPU has bf16): channels_last (eager, then
+#     torch.compile), and NCHW for comparison;
 #  4. the PyTorch engine on real JPEG records (generated noise images of ImageNet's typical
 #     size, packed by dlperf data prepare): input through NVIDIA DALI on the GPU against
 #     DataLoader workers;
@@ -16,12 +17,18 @@
 # Usage:  benchmarks/gpu_proof.sh OUTDIR
 # Env:    DLPERF   the dlperf command (default: dlperf; e.g. "python3 -m dlperf")
 #         BATCH    images per GPU (default 256)   ITERS / WARMUP   steps / untimed (200 / 50)
+#         DEVICE   gpu (default) or cpu           MODEL_ARGS   extra train flags (default none)
+#         IMAGES   JPEGs packed for the input-pipeline runs (default 1024)
+# With DEVICE=cpu, small MODEL_ARGS and the fixture nvidia-smi, the whole script runs on a CPU
+# machine: tests/training/test_gpu_proof.py does that, so a GPU node's minutes go to numbers.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu_proof.sh OUTDIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
 read -r -a dlperf <<<"${DLPERF:-dlperf}"
 python=${PYTHON:-python3}
 batch=${BATCH:-256} iters=${ITERS:-200} warmup=${WARMUP:-50}
+device=${DEVICE:-gpu} images=${IMAGES:-1024}
+read -r -a model_args <<<"${MODEL_ARGS:-}"
 mkdir -p "$out/fixture" "$out/runs"
 step() { echo "=== $* ($(date -u +%H:%M:%S))"; }
 
@@ -34,15 +41,8 @@ nvidia-smi topo -m >"$out/fixture/topo.txt"
 head -n 3 "$out/fixture/query.csv"
 
 step "gpu_facts"
-if "$python" -c 'import ansible' 2>/dev/null; then
-  ANSIBLE_COLLECTIONS_PATH="$root/collections" \
-    ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0 LC_ALL=C.UTF-8 \
-    "$python" -m ansible.cli.adhoc localhost -c local -m dlperf.cluster.gpu_facts \
-    -e "ansible_python_interpreter=$(command -v "$python")" -o >"$out/runs/gpu_facts.txt" 2>&1
-  echo "ansible gpu_facts rc=$?"
-else
-  echo "ansible is not installed: parsing with gpu_facts' module_utils" | tee "$out/runs/gpu_facts.txt"
-  "$python" - "$out/fixture" >>"$out/runs/gpu_facts.txt" <<'EOF'
+# gpu_facts' own parsers over the saved outputs (what the module returns, without Ansible) ...
+"$python" - "$out/fixture" >"$out/runs/gpu_facts.json" <<'EOF'
 import json, sys
 from pathlib import Path
 from dlperf_module_utils.dlperf_gpu import classify, parse_cuda_version, parse_query, parse_topology
@@ -52,8 +52,18 @@ print(json.dumps({"gpus": parse_query((d / "query.csv").read_text()),
                   "cuda_version": parse_cuda_version((d / "q.txt").read_text()),
                   **classify(topo)}, indent=1))
 EOF
+echo "gpu_facts parsers rc=$?"
+grep -E '"(name|cuda_version|layout)"' "$out/runs/gpu_facts.json" | sort | uniq -c
+# ... and the module itself, run by Ansible against the live nvidia-smi, where Ansible is installed
+if "$python" -c 'import ansible' 2>/dev/null; then
+  ANSIBLE_COLLECTIONS_PATH="$root/collections" \
+    ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_INVENTORY_UNPARSED_WARNING=0 LC_ALL=C.UTF-8 \
+    "$python" -m ansible.cli.adhoc localhost -c local -m dlperf.cluster.gpu_facts \
+    -e "ansible_python_interpreter=$(command -v "$python")" -o >"$out/runs/gpu_facts_module.txt" 2>&1
+  echo "gpu_facts module rc=$?"
+else
+  echo "gpu_facts module: skipped, Ansible is not installed for $python"
 fi
-tail -c 1500 "$out/runs/gpu_facts.txt"
 
 step "telemetry sampler (1 s) for the training runs"
 "${dlperf[@]}" telemetry --output "$out/runs/telemetry.jsonl" --interval 1 --duration 900 &
@@ -65,33 +75,33 @@ train() {  # NAME ARGS...: one throughput run (synthetic unless ARGS give --data
   step "train $name"
   "${dlperf[@]}" train --data synthetic --model resnet50_v1.5 --image-size 224 \
     --batch-size "$batch" --iterations "$iters" --warmup-iterations "$warmup" \
-    --output "$out/runs/$name" "$@" >"$out/runs/$name.log" 2>&1
+    --device "$device" "${model_args[@]}" --output "$out/runs/$name" "$@" >"$out/runs/$name.log" 2>&1
   echo "rc=$?"
   grep -E "^throughput|Error|error" "$out/runs/$name.log" | tail -n 5
 }
-train pytorch-bf16-nhwc --backend pytorch --device gpu
-train pytorch-bf16-nhwc-compile --backend pytorch --device gpu --compile
-train pytorch-bf16-nchw --backend pytorch --device gpu --layout NCHW
+train pytorch-nhwc --backend pytorch --layout NHWC
+train pytorch-nhwc-compile --backend pytorch --layout NHWC --compile
+train pytorch-nchw --backend pytorch --layout NCHW
 step "records for the input pipelines"
-"$python" - "$out/jpegs" <<'EOF'
+"$python" - "$out/jpegs" "$images" <<'EOF'
 import random, sys
 from pathlib import Path
 from PIL import Image
 root = Path(sys.argv[1])
 rng = random.Random(0)
-for i in range(1024):  # 4 classes of 500x375 JPEGs, ImageNet's typical size
+for i in range(int(sys.argv[2])):  # 4 classes of 500x375 JPEGs, ImageNet's typical size
     folder = root / f"class{i % 4}"
     folder.mkdir(parents=True, exist_ok=True)
     Image.effect_noise((500, 375), 40 + rng.random() * 40).convert("RGB").save(folder / f"{i}.jpg")
 EOF
 "${dlperf[@]}" data prepare "$out/jpegs" --output "$out/jpegs.rec" | tail -n 1
 rec=(--data "$out/jpegs.rec" --classes 4)
-train pytorch-bf16-dali "${rec[@]}" --backend pytorch --device gpu --loader dali
-train pytorch-bf16-native "${rec[@]}" --backend pytorch --device gpu --loader native
+train pytorch-dali "${rec[@]}" --backend pytorch --loader dali
+train pytorch-native "${rec[@]}" --backend pytorch --loader native
 kill -TERM "$sampler" 2>/dev/null
 wait "$sampler"
-iters=20 warmup=5 train mxnet-float16 --backend mxnet --device gpu
-iters=20 warmup=5 train mxnet-float16-nhwc --backend mxnet --device gpu --layout NHWC
+iters=20 warmup=5 train mxnet-nchw --backend mxnet --layout NCHW
+iters=20 warmup=5 train mxnet-nhwc --backend mxnet --layout NHWC
 
 step "summary"
 "$python" - "$out" <<'EOF' | tee "$out/summary.txt"
@@ -108,11 +118,11 @@ for res in sorted(out.glob("runs/*/result.json")):
           f" torch {p.get('torch')}"
           f" cuda {p.get('torch_cuda')} cudnn {p.get('cudnn')} nccl {p.get('nccl')}"
           f" driver {p.get('driver')}")
-for name in ("mxnet-float16", "mxnet-float16-nhwc"):
-    log = out / "runs" / f"{name}.log"
-    if log.exists() and not (out / "runs" / name / "result.json").exists():
+for log in sorted(out.glob("runs/*.log")):  # a run that left no result: why, in one line
+    if not (log.with_suffix("") / "result.json").exists():
         lines = [l for l in log.read_text().splitlines() if l.strip()]
-        print(f"{name}: no result; last line: {lines[-1] if lines else '(empty log)'}")
+        why = [l for l in lines if "error" in l.lower()] or lines or ["(empty log)"]
+        print(f"{log.stem:28s} no result: {why[-1]}")
 rows = [json.loads(l) for l in (out / "runs/telemetry.jsonl").read_text().splitlines()[1:]]
 gpu = [g for row in rows for g in (row.get("gpu") or {}).values()]
 if gpu:

@@ -3,6 +3,7 @@ says what to give instead, points at the command's --help, exits 2 and writes no
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,27 @@ def test_bad_input_names_the_flag_and_the_fix(tmp_path, capsys, argv, command, s
     assert fix in lines[0], lines
     assert lines[1:] == [f"(dlperf {command} --help: every flag, and an example)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "a refused command wrote something"
+
+
+@pytest.mark.parametrize(
+    ("backend", "module", "fix"),
+    [
+        ("mxnet", "mxnet", "MXNet is not installed here; install dlperf[cpu]"),
+        ("pytorch", "torch", "PyTorch is not installed here; install dlperf[pytorch]"),
+    ],
+)
+def test_a_backend_whose_framework_is_missing_is_refused(
+    tmp_path, capsys, monkeypatch, backend, module, fix
+):
+    """A node without the chosen framework (a GPU node with PyTorch alone, say) gets the install
+    hint, not an ImportError traceback."""
+    monkeypatch.setitem(sys.modules, module, None)  # `import <module>` fails as if absent
+    monkeypatch.delitem(sys.modules, f"dlperf.train.{backend}.engine", raising=False)
+    out = tmp_path / "out"
+    assert main(["train", "--backend", backend, "--output", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith(f"dlperf train: error: --backend {backend}: {fix}"), lines
+    other = "pytorch" if backend == "mxnet" else "mxnet"
+    assert lines[0].endswith(f"or use --backend {other}"), lines
+    assert lines[1:] == ["(dlperf train --help: every flag, and an example)"]
+    assert not out.exists()

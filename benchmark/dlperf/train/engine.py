@@ -19,8 +19,15 @@ import numpy as np
 
 from dlperf.train.config import TrainConfig
 from dlperf.train.schedule import WarmupCosine
+from dlperf.usage import UsageError
 
 BACKENDS = ("mxnet", "pytorch")
+# The framework each engine imports: its module, its name, and what installs it. A node without
+# it is told so, not shown a traceback.
+FRAMEWORKS = {
+    "mxnet": ("mxnet", "MXNet", "dlperf[cpu], or dlperf[gpu] on NVIDIA GPUs"),
+    "pytorch": ("torch", "PyTorch", "dlperf[pytorch]"),
+}
 
 
 @dataclass
@@ -97,5 +104,15 @@ def decode_threads(cfg: TrainConfig, local_size: int) -> int:
 def load_engine(cfg: TrainConfig) -> Engine:
     if cfg.backend not in BACKENDS:
         raise ValueError(f"--backend {cfg.backend!r}: choose from {', '.join(BACKENDS)}")
-    module = importlib.import_module(f"dlperf.train.{cfg.backend}.engine")
+    try:
+        module = importlib.import_module(f"dlperf.train.{cfg.backend}.engine")
+    except ModuleNotFoundError as exc:
+        module_name, framework, install = FRAMEWORKS[cfg.backend]
+        if exc.name != module_name:
+            raise
+        other = next(b for b in BACKENDS if b != cfg.backend)
+        raise UsageError(
+            f"--backend {cfg.backend}: {framework} is not installed here; install {install}, "
+            f"or use --backend {other}"
+        ) from exc
     return module.create(cfg)

@@ -1,0 +1,80 @@
+"""benchmarks/gpu_proof.sh, run whole on this CPU machine before a GPU node's minutes go to it.
+
+The script is meant for one short run on a lent or new GPU node, where a wrong flag or a broken
+summary would waste the run. Here it runs with DEVICE=cpu, a tiny network and the fixture
+nvidia-smi of a C4140 configuration M: every step, its saved outputs and its summary are real.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+from .conftest import BIN, ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "nvidia-smi" / "c4140-m"
+PYTORCH_RUNS = ["pytorch-nhwc", "pytorch-nhwc-compile", "pytorch-nchw"]
+RECORD_RUNS = ["pytorch-dali", "pytorch-native"]
+
+
+def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
+    out = tmp_path / "proof"
+    env = dict(
+        ENV,
+        PATH=f"{ROOT / 'tests' / 'fixtures' / 'bin'}:{ENV['PATH']}",
+        NVSMI_FIXTURE=str(FIXTURE),
+        PYTHON=str(BIN / "python"),
+        DEVICE="cpu",
+        BATCH="8",
+        ITERS="6",
+        WARMUP="2",
+        IMAGES="48",
+        MODEL_ARGS="--model resnet18_v1.5 --width-multiplier 0.125 --image-size 32",
+    )
+    proc = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu_proof.sh"), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    # 1. nvidia-smi's outputs are saved byte for byte, in the fixture layout
+    for name in ("query.csv", "q.txt", "topo.txt"):
+        assert (out / "fixture" / name).read_bytes() == (FIXTURE / name).read_bytes(), name
+
+    # 3.-5. one row per run: every PyTorch run measured a rate; MXNet's NHWC run, refused on a
+    # CPU, is reported with the refusal instead of silently missing
+    summary = (out / "summary.txt").read_text()
+    rows = {line.split()[0]: line for line in summary.splitlines() if line.strip()}
+    for name in [*PYTORCH_RUNS, *RECORD_RUNS, "mxnet-nchw"]:
+        assert re.match(rf"{name}\s+ok\s+\d+ img/s", rows.get(name, "")), (name, summary)
+    assert "dali" in rows["pytorch-dali"] and "native" in rows["pytorch-native"], summary
+    assert re.search(r"no result: .*--layout NHWC", rows.get("mxnet-nhwc", "")), summary
+    # the compiled run's first step holds its compile time, longer than an eager first step
+    first = {
+        n: float(re.search(r"first step ([\d.]+) s", rows[n]).group(1))
+        for n in ("pytorch-nhwc", "pytorch-nhwc-compile")
+    }
+    assert first["pytorch-nhwc-compile"] > first["pytorch-nhwc"], summary
+    # telemetry sampled during the runs (no GPU source on this machine)
+    samples = int(re.search(r"telemetry: (\d+) samples", summary).group(1))
+    assert samples >= 3, summary
+
+    # 2. gpu_facts over the saved outputs, and the module through Ansible (installed here)
+    with tarfile.open(out / "runs.tar.gz") as tar:
+        names = set(tar.getnames())
+        facts = tar.extractfile("runs/gpu_facts.json").read().decode()
+        module = tar.extractfile("runs/gpu_facts_module.txt").read().decode()
+    assert '"layout": "direct_both_cpus"' in facts, facts
+    assert "SUCCESS" in module and "direct_both_cpus" in module, module
+    for name in [*PYTORCH_RUNS, *RECORD_RUNS, "mxnet-nchw"]:
+        assert f"runs/{name}/result.json" in names, name
+    assert "runs/telemetry.jsonl" in names
+    # the scratch records and images are gone; only the fixture, summary and archive stay
+    assert sorted(p.name for p in out.iterdir()) == ["fixture", "runs.tar.gz", "summary.txt"]
