@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from dlperf.results import write_atomic
+from dlperf.usage import UsageError
 
 
 def bus_factor(size: int) -> float:
@@ -37,7 +38,10 @@ def run_allreduce(
     elements = max(1, int(megabytes * 1e6) // 4)
     gpus = mx.context.num_gpus()
     if device == "gpu" and gpus == 0:
-        raise RuntimeError("--device gpu but MXNet sees no GPU (CPU build or no driver)")
+        raise UsageError(
+            "--device gpu: MXNet sees no GPU here (a CPU build of mxnet, or no NVIDIA "
+            "driver); use --device auto or cpu"
+        )
     on_gpu = device == "gpu" or (device == "auto" and gpus > 0)
     ctx = mx.gpu(comm.local_rank % gpus) if on_gpu else mx.cpu()
     tensor = mx.nd.full((elements,), rank + 1, dtype="float32", ctx=ctx)

@@ -103,3 +103,38 @@ def test_a_backend_whose_framework_is_missing_is_refused(
     assert lines[0].endswith(f"or use --backend {other}"), lines
     assert lines[1:] == ["(dlperf train --help: every flag, and an example)"]
     assert not out.exists()
+
+
+def _gpus(framework: str) -> int:
+    if framework == "torch":
+        import torch
+
+        return torch.cuda.device_count()
+    import mxnet
+
+    return mxnet.context.num_gpus()
+
+
+@pytest.mark.parametrize(
+    ("argv", "command", "framework"),
+    [
+        (["train", "--backend", "pytorch"], "train", "torch"),
+        (["train", "--backend", "mxnet"], "train", "mxnet"),
+        (["allreduce", "--iterations", "2", "--warmup", "1"], "allreduce", "mxnet"),
+    ],
+    ids=["train pytorch", "train mxnet", "allreduce"],
+)
+def test_device_gpu_without_a_gpu_is_refused(tmp_path, capsys, argv, command, framework):
+    """`--device gpu` where the framework sees no GPU says so and what to use instead."""
+    if _gpus(framework):
+        pytest.skip(f"{framework} sees a GPU here")
+    out = tmp_path / "out"
+    assert main([*argv, "--device", "gpu", "--output", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    name = {"torch": "PyTorch", "mxnet": "MXNet"}[framework]
+    assert lines[0] == (
+        f"dlperf {command}: error: --device gpu: {name} sees no GPU here (a CPU build of "
+        f"{framework}, or no NVIDIA driver); use --device auto or cpu"
+    ), lines
+    assert lines[1:] == [f"(dlperf {command} --help: every flag, and an example)"]
+    assert not out.exists()

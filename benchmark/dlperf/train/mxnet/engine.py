@@ -30,7 +30,10 @@ from dlperf.usage import UsageError
 def _context(cfg: TrainConfig, local_rank: int):
     gpus = mx.context.num_gpus()
     if cfg.device == "gpu" and gpus == 0:
-        raise RuntimeError("--device gpu but MXNet sees no GPU (CPU build or no driver)")
+        raise UsageError(
+            "--device gpu: MXNet sees no GPU here (a CPU build of mxnet, or no NVIDIA "
+            "driver); use --device auto or cpu"
+        )
     if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
         return mx.gpu(local_rank % gpus)
     return mx.cpu()

@@ -30,7 +30,10 @@ AMP = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 def _device(cfg: TrainConfig, local_rank: int) -> torch.device:
     gpus = torch.cuda.device_count()
     if cfg.device == "gpu" and gpus == 0:
-        raise RuntimeError("--device gpu but PyTorch sees no GPU (CPU build or no driver)")
+        raise UsageError(
+            "--device gpu: PyTorch sees no GPU here (a CPU build of torch, or no NVIDIA "
+            "driver); use --device auto or cpu"
+        )
     if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
         torch.cuda.set_device(local_rank % gpus)
         return torch.device("cuda", local_rank % gpus)
