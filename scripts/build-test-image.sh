@@ -29,8 +29,15 @@ fi
 
 cache=${DLPERF_CACHE:-$HOME/.cache/dlperf-cluster}
 mkdir -p "$cache"
+# shellcheck source=scripts/lib/scratch.sh
+. "$(dirname "$0")/lib/scratch.sh"
+scratch_lock "$cache" rootfs
+if podman image exists "$image"; then  # built by another run while this one waited
+  echo "$image"
+  exit 0
+fi
 rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
-trap 'rm -rf "$rootfs"' EXIT
+trap 'scratch_remove "$rootfs"' EXIT
 
 echo "build-test-image: debootstrap $suite from the host's mirror into $rootfs" >&2
 debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1 \

@@ -67,8 +67,15 @@ mirror=$(grep -h -m1 -E '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null |
 [[ -n "$mirror" ]] || { echo "build-vm-image: no Debian mirror found in the host's apt sources" >&2; exit 1; }
 
 mkdir -p "$cache"
+# shellcheck source=scripts/lib/scratch.sh
+. "$(dirname "$0")/lib/scratch.sh"
+scratch_lock "$cache" build
+if [[ -s "$image/base.qcow2" ]]; then  # built by another run while this one waited
+  echo "$image"
+  exit 0
+fi
 work=$(mktemp -d "$cache/build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'scratch_remove "$work"' EXIT
 root="$work/root"
 # debootstrap installs the base (its resolver does not follow virtual packages such as
 # automake-1.16); apt, inside the new system, installs the roles' packages.
@@ -96,8 +103,7 @@ chroot "$root" apt-get -qq update
 # No service starts inside the chroot; /proc for the packages' scripts.
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 0755 "$root/usr/sbin/policy-rc.d"
-mount -t proc proc "$root/proc"
-trap 'umount "$root/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
+mount -t proc proc "$root/proc"  # the EXIT trap unmounts it too
 # shellcheck disable=SC2086  # one word per package
 if ! DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-install-recommends $packages \
   >"$cache/apt-install.log" 2>&1; then
