@@ -15,6 +15,7 @@ QUERY_FIELDS = (
 )
 QUERY_ARGS = ["--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
 SWITCH_LINKS = {"PIX", "PXB"}  # paths through PCIe switches/bridges, not the CPU
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colour/underline sequences
 
 # Layout names, and the reference configurations they correspond to.
 LAYOUTS = {
@@ -56,8 +57,12 @@ def parse_cuda_version(text: str) -> str | None:
 
 
 def parse_topology(text: str) -> dict:
-    """Parse `nvidia-smi topo -m`: the device matrix, CPU and NUMA affinity per GPU."""
-    lines = text.split("\n")
+    """Parse `nvidia-smi topo -m`: the device matrix, CPU and NUMA affinity per GPU.
+
+    Current drivers underline the header row with terminal escapes (`\\x1b[4m` ... `\\x1b[0m`)
+    even when the output is not a terminal; they are dropped before the columns are read.
+    """
+    lines = ANSI_ESCAPE.sub("", text).split("\n")
     header = lines[0].split("\t")
     columns = [c.strip() for c in header[1:] if c.strip()]
     devices = [c for c in columns if c not in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")]
@@ -77,6 +82,15 @@ def parse_topology(text: str) -> dict:
                 cpu_affinity[name] = extra[0]
             if "NUMA Affinity" in columns and len(extra) > 1:
                 numa_affinity[name] = extra[1]
+    # Newer drivers name the NICs NIC0, NIC1 ... and list their devices under "NIC Legend"
+    # ("  NIC0: mlx5_0"); older ones print the device names in the matrix itself.
+    nics = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)\s*$", text, flags=re.MULTILINE))
+    if nics:
+        devices = [nics.get(d, d) for d in devices]
+        matrix = {
+            nics.get(row, row): {nics.get(d, d): v for d, v in cells.items()}
+            for row, cells in matrix.items()
+        }
     return {
         "devices": devices,
         "matrix": matrix,

@@ -36,15 +36,19 @@ def gpu_facts(run_playbook, fixture: str, binary: str = FAKE_SMI, **args) -> dic
     return result
 
 
+V100_DRIVER = ("450.80.02", "11.0")
+
+
 @pytest.mark.parametrize(
-    ("fixture", "count", "memory", "layout", "sockets"),
+    ("fixture", "count", "memory", "layout", "sockets", "driver"),
     [
-        ("c4140-k", 4, 16160, "single_switch_one_cpu", 1),
-        ("c4140-m", 4, 32510, "direct_both_cpus", 2),
-        ("dgx1", 8, 32510, "switched_both_cpus", 2),
+        ("c4140-k", 4, 16160, "single_switch_one_cpu", 1, V100_DRIVER),
+        ("c4140-m", 4, 32510, "direct_both_cpus", 2, V100_DRIVER),
+        ("dgx1", 8, 32510, "switched_both_cpus", 2, V100_DRIVER),
+        ("hgx-h100", 8, 81559, "switched_both_cpus", 2, ("580.159.04", "13.0")),
     ],
 )
-def test_layouts_are_classified(run_playbook, fixture, count, memory, layout, sockets):
+def test_layouts_are_classified(run_playbook, fixture, count, memory, layout, sockets, driver):
     facts = gpu_facts(run_playbook, str(FIXTURES / "nvidia-smi" / fixture))
     assert facts["gpu_present"] and facts["driver_loaded"]
     assert len(facts["gpus"]) == count
@@ -52,8 +56,25 @@ def test_layouts_are_classified(run_playbook, fixture, count, memory, layout, so
     assert facts["pcie_layout"] == layout
     assert facts["sockets"] == sockets
     assert facts["nvlink"] is True
-    assert facts["driver_version"] == "450.80.02" and facts["cuda_version"] == "11.0"
+    assert (facts["driver_version"], facts["cuda_version"]) == driver
     assert facts["changed"] is False
+
+
+def test_a_current_drivers_matrix_underlined_header_and_nic_legend(run_playbook):
+    """R580's `topo -m` underlines its header with terminal escapes even into a pipe, adds a GPU
+    NUMA ID column and names NICs NIC0.. with a legend: every GPU is still found with its
+    affinity, and the NICs carry their device names."""
+    raw = (FIXTURES / "nvidia-smi" / "hgx-h100" / "topo.txt").read_text()
+    assert raw.startswith("\t\x1b[4mGPU0") and "NIC Legend" in raw  # the fixture is that format
+    facts = gpu_facts(run_playbook, str(FIXTURES / "nvidia-smi" / "hgx-h100"))
+    assert sorted(facts["topology"]) == [f"GPU{i}" for i in range(8)] + [
+        f"mlx5_{i}" for i in range(8)
+    ]
+    assert facts["topology"]["GPU0"]["mlx5_0"] == "PXB"  # its own NIC behind the same switch
+    assert facts["topology"]["GPU0"]["mlx5_4"] == "SYS"  # the other socket's
+    assert facts["topology"]["GPU0"]["GPU7"] == "NV18"
+    gpu5 = facts["gpus"][5]
+    assert (gpu5["cpu_affinity"], gpu5["numa_affinity"]) == ("56-111,168-223", "1")
 
 
 def test_per_gpu_details_and_affinity(run_playbook):
