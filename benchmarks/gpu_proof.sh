@@ -18,7 +18,8 @@
 # Env:    DLPERF   the dlperf command (default: dlperf; e.g. "python3 -m dlperf")
 #         BATCH    images per GPU (default 256)   ITERS / WARMUP   steps / untimed (200 / 50)
 #         DEVICE   gpu (default) or cpu           MODEL_ARGS   extra train flags (default none)
-#         IMAGES   JPEGs packed for the input-pipeline runs (default 1024)
+#         IMAGES   JPEGs packed for the input-pipeline runs (default 8192: two batches of 256
+#                  per DataLoader worker of a 16-core node in every epoch)
 # With DEVICE=cpu, small MODEL_ARGS and the fixture nvidia-smi, the whole script runs on a CPU
 # machine: tests/training/test_gpu_proof.py does that, so a GPU node's minutes go to numbers.
 set -uo pipefail
@@ -27,7 +28,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 read -r -a dlperf <<<"${DLPERF:-dlperf}"
 python=${PYTHON:-python3}
 batch=${BATCH:-256} iters=${ITERS:-200} warmup=${WARMUP:-50}
-device=${DEVICE:-gpu} images=${IMAGES:-1024}
+device=${DEVICE:-gpu} images=${IMAGES:-8192}
 read -r -a model_args <<<"${MODEL_ARGS:-}"
 mkdir -p "$out/fixture" "$out/runs"
 step() { echo "=== $* ($(date -u +%H:%M:%S))"; }
@@ -80,19 +81,24 @@ train() {  # NAME ARGS...: one throughput run (synthetic unless ARGS give --data
   grep -E "^throughput|Error|error" "$out/runs/$name.log" | tail -n 5
 }
 train pytorch-nhwc --backend pytorch --layout NHWC
+# torch.compile's GPU kernels (Triton) are built with the node's C compiler and Python's headers
+echo "for --compile: cc $(command -v cc || echo MISSING), Python.h $("$python" -c \
+  'import os, sysconfig; print(os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))')"
 train pytorch-nhwc-compile --backend pytorch --layout NHWC --compile
 train pytorch-nchw --backend pytorch --layout NCHW
 step "records for the input pipelines"
 "$python" - "$out/jpegs" "$images" <<'EOF'
-import random, sys
+import multiprocessing, random, sys
 from pathlib import Path
 from PIL import Image
 root = Path(sys.argv[1])
-rng = random.Random(0)
-for i in range(int(sys.argv[2])):  # 4 classes of 500x375 JPEGs, ImageNet's typical size
-    folder = root / f"class{i % 4}"
-    folder.mkdir(parents=True, exist_ok=True)
-    Image.effect_noise((500, 375), 40 + rng.random() * 40).convert("RGB").save(folder / f"{i}.jpg")
+def write(i):  # 4 classes of 500x375 JPEGs, ImageNet's typical size
+    noise = 40 + random.Random(i).random() * 40
+    Image.effect_noise((500, 375), noise).convert("RGB").save(root / f"class{i % 4}" / f"{i}.jpg")
+for c in range(4):
+    (root / f"class{c}").mkdir(parents=True, exist_ok=True)
+with multiprocessing.Pool() as pool:
+    pool.map(write, range(int(sys.argv[2])), chunksize=64)
 EOF
 "${dlperf[@]}" data prepare "$out/jpegs" --output "$out/jpegs.rec" | tail -n 1
 rec=(--data "$out/jpegs.rec" --classes 4)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from dlperf.data.recordio import RecordFile, write_records
 from dlperf.train.architecture import parameter_count
-from dlperf.train.pytorch.data import RecordDataset, ShardSampler, classes_in
+from dlperf.train.pytorch.data import RecordData, RecordDataset, ShardSampler, classes_in
 from dlperf.train.pytorch.dist import LaunchError, placement
 from dlperf.train.pytorch.model import Bottleneck, build_model, decay_groups
 from dlperf_module_utils.dlperf_job import launch_command, rendezvous_environment
@@ -130,11 +131,11 @@ def test_every_rank_takes_the_same_steps_and_validation_counts_every_image_once(
     train = [ShardSampler(n, batch, r, world, True, seed=1) for r in range(world)]
     assert len({len(s) for s in train}) == 1 and len({s.steps for s in train}) == 1
     assert len(train[0]) == train[0].steps * batch
-    drawn = [i for s in train for i, _ in s]
+    drawn = [i for s in train for i, _, _ in s]
     assert len(set(drawn)) == min(n, len(drawn))  # no image twice in an epoch unless n < need
     val = [ShardSampler(n, batch, r, world, False, seed=1) for r in range(world)]
     assert len({len(s) for s in val}) == 1
-    valid = sorted(i for s in val for i, ok in s if ok)
+    valid = sorted(i for s in val for i, ok, _ in s if ok)
     assert valid == list(range(n))
 
 
@@ -155,12 +156,29 @@ def test_records_written_without_mxnet_read_back_with_their_labels(tmp_path):
     assert [records.label(i) for i in range(7)] == [i % 3 for i in range(7)]
     assert classes_in(path) == 3
     data = RecordDataset(path, image_size=12, train=False, seed=0)
-    image, label, valid = data[(4, True)]
+    image, label, valid = data[(4, True, 0)]
     assert image.shape == (12, 12, 3) and image.dtype == torch.uint8
     assert label == 1 and valid is True
     assert abs(int(image[6, 6, 0]) - 40) <= 2  # the pixel colour survives JPEG
     train = RecordDataset(path, image_size=12, train=True, seed=0)
-    assert train[(4, True)][0].shape == (12, 12, 3)
+    assert train[(4, True, 0)][0].shape == (12, 12, 3)
+
+
+def test_loader_workers_live_across_epochs_and_each_epoch_crops_anew(tmp_path):
+    """The DataLoader's workers are kept between epochs (no fork per epoch), and the epoch still
+    reaches them with every item: one record, drawn a batch at a time, is cropped differently
+    in the second epoch than in the first."""
+    path = tmp_path / "one.rec"
+    rng = np.random.default_rng(0)
+    write_records(path, [(Image.fromarray(rng.integers(0, 255, (48, 64, 3), np.uint8)), 0)])
+    data = RecordData(path, 4, 16, True, 0, 1, 2, 0, torch.device("cpu"), torch.contiguous_format)
+    first = [x.clone() for x, _, _ in data]
+    workers = data.loader._iterator._workers
+    second = [x.clone() for x, _, _ in data]
+    assert data.loader._iterator._workers is workers  # the same processes served epoch 2
+    assert all(w.is_alive() for w in workers)
+    assert len(first) == len(second) == 1
+    assert not torch.equal(first[0], second[0])
 
 
 def test_a_record_file_without_its_index_is_refused(tmp_path):

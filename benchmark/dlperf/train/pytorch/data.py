@@ -72,22 +72,22 @@ def _centre_crop(image: Image.Image, size: int) -> Image.Image:
 
 
 class RecordDataset(torch.utils.data.Dataset):
-    """(index, valid) -> (uint8 HWC image, label, valid)."""
+    """(index, valid, epoch) -> (uint8 HWC image, label, valid). The epoch comes with each item,
+    from the sampler in the main process, so the loader's workers can live across epochs."""
 
     def __init__(self, path: Path, image_size: int, train: bool, seed: int):
         self.records = RecordFile(path)
         self.image_size, self.train, self.seed = image_size, train, seed
-        self.epoch = 0
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, item):
-        index, valid = item
+        index, valid, epoch = item
         encoded, label = self.records.read(index)
         image = Image.open(_bytes_io(encoded)).convert("RGB")
         if self.train:
-            rng = random.Random(hash((self.seed, self.epoch, index)))
+            rng = random.Random(hash((self.seed, epoch, index)))
             image = _random_resized_crop(image, self.image_size, rng)
             if rng.random() < 0.5:
                 image = image.transpose(Image.FLIP_LEFT_RIGHT)
@@ -103,7 +103,7 @@ def _bytes_io(data: bytes):
 
 
 class ShardSampler(torch.utils.data.Sampler):
-    """This rank's (index, valid) pairs for one epoch; the same count on every rank."""
+    """This rank's (index, valid, epoch) items for one epoch; the same count on every rank."""
 
     def __init__(self, n: int, batch: int, rank: int, world: int, train: bool, seed: int):
         self.n, self.batch, self.rank, self.world = n, batch, rank, world
@@ -125,11 +125,12 @@ class ShardSampler(torch.utils.data.Sampler):
             ).tolist()
             need = self.length * self.world
             order = (order * math.ceil(need / self.n))[:need]  # a set smaller than one step
-            yield from ((i, True) for i in order[self.rank :: self.world])
+            yield from ((i, True, self.epoch) for i in order[self.rank :: self.world])
         else:
             mine = list(range(self.rank, self.n, self.world))
-            yield from ((i, True) for i in mine)
-            yield from ((mine[0] if mine else 0, False) for _ in range(self.length - len(mine)))
+            yield from ((i, True, self.epoch) for i in mine)
+            pad = mine[0] if mine else 0
+            yield from ((pad, False, self.epoch) for _ in range(self.length - len(mine)))
 
 
 class RecordData:
@@ -145,7 +146,7 @@ class RecordData:
             sampler=self.sampler,
             num_workers=workers,
             pin_memory=device.type == "cuda",
-            persistent_workers=False,
+            persistent_workers=workers > 0,  # no fork per epoch: items carry the epoch
             drop_last=False,
         )
         shape = (1, 3, 1, 1)
@@ -164,9 +165,12 @@ class RecordData:
         for images, labels, valid in self.loader:
             x = images.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
             x = ((x - self.mean) / self.std).contiguous(memory_format=self.memory_format)
-            yield x, labels.to(self.device, non_blocking=True), valid.to(self.device)
+            yield (
+                x,
+                labels.to(self.device, non_blocking=True),
+                valid.to(self.device, non_blocking=True),
+            )
         self.sampler.epoch += 1
-        self.dataset.epoch += 1  # workers are forked per epoch: they see the new epoch
 
 
 def classes_in(path: Path) -> int:
