@@ -200,3 +200,29 @@ def test_rendezvous_is_rank_0s_host_and_the_launch_network():
     }
     cmd = launch_command("mpirun", "a:1,b:1", None, ["--backend", "pytorch"])
     assert "MASTER_ADDR" in cmd and "MASTER_PORT" in cmd
+
+
+@pytest.mark.parametrize(
+    ("capability", "gpu", "dtype"),
+    [((7, 0), "V100", "float16"), ((8, 0), "A100", "bfloat16"), ((9, 0), "H100", "bfloat16")],
+)
+def test_auto_precision_is_bf16_only_where_the_gpu_has_bf16_tensor_cores(
+    monkeypatch, tmp_path, capability, gpu, dtype
+):
+    """--dtype auto on a GPU: bf16 from Ampere on; fp16 (with the scaler) on a V100, where
+    torch.cuda.is_bf16_supported() says yes but bf16 is only emulated. The GPU's answer is
+    stood in for: there is none here."""
+    from dlperf.train.config import TrainConfig
+    from dlperf.train.pytorch.engine import _dtype
+
+    asked = []
+    monkeypatch.setattr(
+        torch.cuda, "get_device_capability", lambda d=None: asked.append(d) or capability
+    )
+    cfg = TrainConfig(output=tmp_path, backend="pytorch")
+    assert _dtype(cfg, torch.device("cuda", 1)) == dtype, gpu
+    assert asked == [torch.device("cuda", 1)]  # the rank's own GPU
+    assert _dtype(cfg, torch.device("cpu")) == "float32"
+    assert _dtype(TrainConfig(output=tmp_path, dtype="float16"), torch.device("cuda", 1)) == (
+        "float16"
+    )

@@ -60,7 +60,9 @@ def _dtype(cfg: TrainConfig, device: torch.device) -> str:
         return cfg.dtype
     if device.type != "cuda":
         return "float32"
-    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    # bf16 Tensor Cores from Ampere (compute capability 8.0) on. torch.cuda.is_bf16_supported()
+    # also says yes on a V100, where bf16 is only emulated, slowly.
+    return "bfloat16" if torch.cuda.get_device_capability(device) >= (8, 0) else "float16"
 
 
 class TorchEngine:
