@@ -23,6 +23,8 @@ CASES = [
      "give the validation .rec file"),
     (["train", "--mode", "tta", "--output", "OUT"], "train", "--mode tta",
      "needs real --data and --val-data"),
+    (["train", "--warmup-iterations", "0", "--output", "OUT"], "train", "--warmup-iterations 0",
+     "the first step builds and tunes kernels and is never timed"),
     (["train", "--compile", "--output", "OUT"], "train", "--compile",
      "only the pytorch backend compiles"),
     (["data", "digits", "--image-size", "4", "--output", "OUT"], "data digits",

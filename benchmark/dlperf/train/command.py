@@ -116,9 +116,9 @@ def validate_train(args) -> None:
         (args.max_epochs >= 1, f"--max-epochs {args.max_epochs}: must be >= 1"),
         (args.iterations >= 1, f"--iterations {args.iterations}: must be >= 1"),
         (
-            0 <= args.warmup_iterations < args.iterations,
-            f"--warmup-iterations {args.warmup_iterations}: must be >= 0 and below "
-            f"--iterations {args.iterations}",
+            1 <= args.warmup_iterations < args.iterations,
+            f"--warmup-iterations {args.warmup_iterations}: must be >= 1 (the first step builds "
+            f"and tunes kernels and is never timed) and below --iterations {args.iterations}",
         ),
         (
             0 <= args.label_smoothing < 1,
