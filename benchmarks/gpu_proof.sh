@@ -97,7 +97,7 @@ def write(i):  # 4 classes of 500x375 JPEGs, ImageNet's typical size
     Image.effect_noise((500, 375), noise).convert("RGB").save(root / f"class{i % 4}" / f"{i}.jpg")
 for c in range(4):
     (root / f"class{c}").mkdir(parents=True, exist_ok=True)
-with multiprocessing.Pool() as pool:
+with multiprocessing.get_context("fork").Pool() as pool:  # write() is defined on stdin
     pool.map(write, range(int(sys.argv[2])), chunksize=64)
 EOF
 "${dlperf[@]}" data prepare "$out/jpegs" --output "$out/jpegs.rec" | tail -n 1
