@@ -156,3 +156,30 @@ def nvidia_pci_devices(root: str = "/sys/bus/pci/devices") -> list[str]:
         if vendor == NVIDIA_PCI_VENDOR and pci_class.startswith("0x03"):
             found.append(entry)
     return found
+
+
+def cuda_build_runs(capability: tuple[int, int], arch_flags: list[str]) -> bool:
+    """Whether code built for ``arch_flags`` (a framework's CUDA targets, e.g. PyTorch's
+    ``torch.cuda.get_arch_list()``: ``sm_80``, ``sm_90a``, ``compute_90``) runs on a GPU of
+    compute ``capability`` (major, minor).
+
+    Machine code (``sm_XY``) runs on GPUs of the same major version and an equal or later minor
+    one; architecture-specific code (``sm_XYa``) only on exactly that GPU; PTX (``compute_XY``)
+    is compiled by the driver for any GPU of capability X.Y or later. So a CUDA 13 build of
+    PyTorch (``sm_75`` .. ``sm_120``, no PTX) has nothing a V100 (7.0) can run.
+    """
+    major, minor = capability
+    for flag in arch_flags:
+        kind, _, number = flag.partition("_")
+        match = re.fullmatch(r"(\d+?)(\d)([af]?)", number)
+        if not match:
+            continue
+        code = (int(match.group(1)), int(match.group(2)))
+        suffix = match.group(3)
+        if kind == "compute" and code <= capability:
+            return True
+        if kind == "sm" and suffix == "a" and code == capability:
+            return True
+        if kind == "sm" and suffix != "a" and code[0] == major and code[1] <= minor:
+            return True
+    return False

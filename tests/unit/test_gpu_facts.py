@@ -139,3 +139,29 @@ def test_a_host_without_nvidia_devices_lists_none(run_playbook, tmp_path):
     root = fake_pci(tmp_path / "pci", {"0000:00:01.0": ("0x8086", "0x060000")})
     facts = gpu_facts(run_playbook, "unused", binary="/nonexistent/nvidia-smi", sysfs_pci_root=root)
     assert facts["pci_devices"] == []
+
+
+CUDA13_TORCH = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # torch 2.11 +cu130
+
+
+@pytest.mark.parametrize(
+    ("capability", "archs", "runs"),
+    [
+        ((7, 0), CUDA13_TORCH, False),  # V100: CUDA 13 dropped Volta
+        ((7, 0), ["sm_70", "sm_75", "sm_80"], True),
+        ((8, 0), CUDA13_TORCH, True),  # A100
+        ((8, 9), ["sm_80", "sm_86"], True),  # L40S runs sm_86 code (same major, later minor)
+        ((8, 6), ["sm_89"], False),  # not an earlier minor's GPU
+        ((9, 0), ["sm_70", "sm_80"], False),  # H100 on mxnet-cu110's targets, no PTX
+        ((9, 0), ["sm_70", "sm_80", "compute_80"], True),  # ... with PTX the driver compiles
+        ((7, 5), ["compute_80"], False),  # PTX never runs on an earlier GPU
+        ((9, 0), ["sm_90a"], True),
+        ((10, 0), ["sm_90a"], False),  # architecture-specific code: that GPU only
+        ((10, 3), ["sm_100f"], True),  # family code: the family's later GPUs
+        ((9, 0), [], False),
+    ],
+)
+def test_which_cuda_builds_run_on_which_gpus(capability, archs, runs):
+    from dlperf_module_utils.dlperf_gpu import cuda_build_runs
+
+    assert cuda_build_runs(capability, archs) is runs

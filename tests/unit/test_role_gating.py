@@ -106,3 +106,50 @@ def test_dl_stack_gives_pytorch_gpu_nodes_dali_unless_told_not_to(tmp_path):
             if task == "dl_stack : Choose dlperf's extras for this node"
         ]
         assert chosen == [expected], (name, chosen)
+
+
+def _dl_stack_torch_check(run_playbook, flavor: str, seen: dict):
+    """The dl_stack role's own PyTorch check (its task, read from the role), fed what the venv's
+    torch would answer on a node: there is no GPU here to ask."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    tasks = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "roles/dl_stack/tasks/install.yml").read_text()
+    )
+    [check] = [t for t in tasks if str(t.get("name", "")).startswith("Check that PyTorch imports")]
+    plays = [
+        {
+            "name": "dl_stack's PyTorch check",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": {
+                "__dl_stack_flavor": flavor,
+                "dl_stack_torch": {"rc": 0, "stdout_lines": [json.dumps(seen)], "stderr": ""},
+            },
+            "tasks": [check],
+        }
+    ]
+    return run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, {}, check=False)
+
+
+def test_dl_stack_refuses_a_torch_build_without_code_for_the_nodes_gpu(run_playbook):
+    v100 = {"gpus": 4, "gpu": "Tesla V100-SXM2-32GB", "capability": [7, 0]}
+    cuda13 = {"torch": "2.13.0+cu130", "cuda_build": "13.0", "archs": ["sm_75", "sm_80", "sm_90"]}
+    run = _dl_stack_torch_check(run_playbook, "gpu", {**cuda13, **v100, "runs": False})
+    assert run.rc != 0
+    [(_name, message)] = run.failed_tasks()
+    assert message.startswith("PyTorch on localhost is 2.13.0+cu130 (CUDA 13.0), built for ")
+    assert "sm_75 sm_80 sm_90, which has no code for this node's Tesla V100-SXM2-32GB" in message
+    assert "(compute capability 7.0): put a torch 2.13.0 built for a CUDA release" in message
+    assert message.endswith("in dl_stack_pip_find_links"), message
+    # the same node with a build that has code for it passes; so does a CPU node
+    cuda12 = {"torch": "2.13.0+cu126", "cuda_build": "12.6", "archs": ["sm_70", "sm_80"]}
+    assert _dl_stack_torch_check(run_playbook, "gpu", {**cuda12, **v100, "runs": True}).rc == 0
+    cpu = {"torch": "2.13.0+cpu", "cuda_build": None, "archs": [], "gpus": 0, "runs": None}
+    assert _dl_stack_torch_check(run_playbook, "cpu", cpu).rc == 0
+    # and a GPU node whose torch sees no GPU still says so
+    run = _dl_stack_torch_check(run_playbook, "gpu", cpu)
+    assert "sees no GPU on a GPU node: a CPU-only wheel" in run.failed_tasks()[0][1]

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+from dlperf_module_utils.dlperf_gpu import cuda_build_runs
 from torch import nn
 
 from dlperf.data.recordio import class_count
@@ -35,9 +36,24 @@ def _device(cfg: TrainConfig, local_rank: int) -> torch.device:
             "driver); use --device auto or cpu"
         )
     if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
-        torch.cuda.set_device(local_rank % gpus)
-        return torch.device("cuda", local_rank % gpus)
+        dev = torch.device("cuda", local_rank % gpus)
+        _check_kernels(dev)
+        torch.cuda.set_device(dev)
+        return dev
     return torch.device("cpu")
+
+
+def _check_kernels(dev: torch.device) -> None:
+    """Refuse a GPU this build of torch has no code for (a CUDA 13 build on a V100, say): torch
+    itself only warns, and the first kernel launch then fails deep inside the step."""
+    capability, archs = torch.cuda.get_device_capability(dev), torch.cuda.get_arch_list()
+    if archs and not cuda_build_runs(capability, archs):
+        raise UsageError(
+            f"--backend pytorch: torch {torch.__version__} (CUDA {torch.version.cuda}) has no "
+            f"code for this GPU ({torch.cuda.get_device_name(dev)}, compute capability "
+            f"{capability[0]}.{capability[1]}; the build has {' '.join(archs)}): install a torch "
+            f"build whose CUDA release still supports it, or use --backend mxnet"
+        )
 
 
 def _loader(cfg: TrainConfig, device: torch.device) -> str:
