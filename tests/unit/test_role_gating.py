@@ -108,7 +108,7 @@ def test_dl_stack_gives_pytorch_gpu_nodes_dali_unless_told_not_to(tmp_path):
         assert chosen == [expected], (name, chosen)
 
 
-def _dl_stack_torch_check(run_playbook, flavor: str, seen: dict):
+def _dl_stack_torch_check(run_playbook, flavor: str, seen: dict, stderr: str = ""):
     """The dl_stack role's own PyTorch check (its task, read from the role), fed what the venv's
     torch would answer on a node: there is no GPU here to ask."""
     import json
@@ -127,7 +127,7 @@ def _dl_stack_torch_check(run_playbook, flavor: str, seen: dict):
             "gather_facts": False,
             "vars": {
                 "__dl_stack_flavor": flavor,
-                "dl_stack_torch": {"rc": 0, "stdout_lines": [json.dumps(seen)], "stderr": ""},
+                "dl_stack_torch": {"rc": 0, "stdout_lines": [json.dumps(seen)], "stderr": stderr},
             },
             "tasks": [check],
         }
@@ -150,6 +150,12 @@ def test_dl_stack_refuses_a_torch_build_without_code_for_the_nodes_gpu(run_playb
     assert _dl_stack_torch_check(run_playbook, "gpu", {**cuda12, **v100, "runs": True}).rc == 0
     cpu = {"torch": "2.13.0+cpu", "cuda_build": None, "archs": [], "gpus": 0, "runs": None}
     assert _dl_stack_torch_check(run_playbook, "cpu", cpu).rc == 0
-    # and a GPU node whose torch sees no GPU still says so
+    # and a GPU node whose torch sees no GPU still says so, with torch's own word where it has one
     run = _dl_stack_torch_check(run_playbook, "gpu", cpu)
-    assert "sees no GPU on a GPU node: a CPU-only wheel" in run.failed_tasks()[0][1]
+    assert run.failed_tasks()[0][1].endswith(
+        "sees no GPU on a GPU node: a CPU-only wheel in the wheelhouse, no NVIDIA driver loaded, "
+        "or one older than the build's CUDA needs"
+    )
+    old_driver = "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old"
+    run = _dl_stack_torch_check(run_playbook, "gpu", {**cuda13, "gpus": 0}, stderr=old_driver)
+    assert run.failed_tasks()[0][1].endswith(f"CUDA needs; torch said: {old_driver}")
