@@ -62,6 +62,12 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
         for n in ("pytorch-nhwc", "pytorch-nhwc-compile")
     }
     assert first["pytorch-nhwc-compile"] > first["pytorch-nhwc"], summary
+    # the best synthetic-data rate set against the goal and the MLPerf-class rate
+    best = re.search(
+        r"^best synthetic rate: (\d+) img/s \((pytorch-n\S+)\): ([\d.]+) of", summary, re.M
+    )
+    assert best and best.group(2) in PYTORCH_RUNS, summary
+    assert abs(float(best.group(3)) - int(best.group(1)) / 3000) < 0.01
     # telemetry sampled during the runs (no GPU source on this machine)
     samples = int(re.search(r"telemetry: (\d+) samples", summary).group(1))
     assert samples >= 3, summary
