@@ -170,12 +170,12 @@ def cuda_build_runs(capability: tuple[int, int], arch_flags: list[str]) -> bool:
     """
     major, minor = capability
     for flag in arch_flags:
-        kind, _, number = flag.partition("_")
-        match = re.fullmatch(r"(\d+?)(\d)([af]?)", number)
+        match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", flag)
         if not match:
             continue
-        code = (int(match.group(1)), int(match.group(2)))
-        suffix = match.group(3)
+        kind = match.group(1)
+        code = (int(match.group(2)), int(match.group(3)))
+        suffix = match.group(4)
         if kind == "compute" and code <= capability:
             return True
         if kind == "sm" and suffix == "a" and code == capability:

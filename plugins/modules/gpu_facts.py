@@ -72,7 +72,9 @@ cuda_version:
   type: str
   returned: when a GPU is present
 topology:
-  description: Device-to-device link matrix from C(nvidia-smi topo -m) (X, NV#, PIX, PXB, PHB, NODE, SYS), NICs named by their device (C(mlx5_0)) also where the driver prints C(NIC0) and a NIC legend.
+  description:
+    - Device-to-device link matrix from C(nvidia-smi topo -m) (X, NV#, PIX, PXB, PHB, NODE, SYS).
+    - NICs are named by their device (C(mlx5_0)), also where the driver prints C(NIC0) and a NIC legend.
   type: dict
   returned: when a GPU is present
 nvlink:
