@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
-from .conftest import TINY, dlperf, read_result
+from .conftest import BIN, ENV, TINY, dlperf, read_result
 
 HOROVODRUN = {
     "gloo": ["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo"],
@@ -109,3 +110,47 @@ def test_three_mxnet_ranks_on_a_set_that_does_not_divide_finish_and_count_every_
     assert result["world_size"] == 3 and result["epochs"] == 1
     correct = result["top1"] * 359
     assert abs(correct - round(correct)) < 1e-6
+
+
+BROADCAST = """
+import hashlib, json, sys
+import mxnet as mx
+from dlperf.train.mxnet.comm import HorovodComm
+
+comm = HorovodComm()
+params = mx.gluon.ParameterDict()
+for name, shape in (("conv0_weight", (4, 3, 3, 3)), ("bn0_gamma", (4,)), ("fc_bias", (7,))):
+    params.get(name, shape=shape)
+params.initialize(mx.init.Uniform(comm.rank + 1.0), ctx=mx.cpu())  # apart on every rank
+def digest(params):  # each parameter's bytes: equal digests, equal bits
+    return {n: hashlib.sha256(p.data().asnumpy().tobytes()).hexdigest() for n, p in params.items()}
+before = digest(params)
+comm.broadcast_parameters(params)
+after = digest(params)
+with open(f"{sys.argv[1]}/rank{comm.rank}.json", "w") as out:  # stdout interleaves ranks
+    json.dump({"rank": comm.rank, "before": before, "after": after}, out)
+"""
+
+
+@pytest.mark.parametrize("controller", ["gloo", "mpi"])
+def test_every_rank_starts_from_rank_0s_parameters(tmp_path, controller):
+    """The MXNet engine's parameter broadcast (an allreduce to which the other ranks add zeros,
+    Horovod's own broadcast being racy in 0.28.1's MXNet path) gives every rank rank 0's
+    values exactly. The training tests cannot show this: their ranks happen to initialise
+    alike."""
+    script = tmp_path / "broadcast.py"
+    script.write_text(BROADCAST)
+    proc = subprocess.run(
+        [*HOROVODRUN[controller], str(BIN / "python"), str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r: json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)}
+    assert rows[0]["before"] != rows[1]["before"]  # the ranks did start apart
+    for name, values in rows[0]["before"].items():
+        assert rows[0]["after"][name] == values, name  # rank 0 kept its own
+        assert rows[1]["after"][name] == values, name  # rank 1 got them bit for bit

@@ -47,7 +47,24 @@ class HorovodComm:
         self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
 
     def broadcast_parameters(self, params) -> None:
-        self.horovod.broadcast_parameters(params, root_rank=0)
+        """Rank 0's parameters on every rank, as a sum to which the other ranks add zeros.
+
+        Not Horovod's broadcast: in 0.28.1 its MXNet path passes the tensor's name by reference
+        into EnqueueTensorBroadcast, which logs it after queueing the tensor; by then Horovod's
+        thread may have completed the broadcast and MXNet deleted the operation that owned the
+        name. That use-after-free crashed a rank at start-up on a loaded machine (a SIGSEGV in
+        the log line, then an abort in MXNet's engine). Allreduce logs its names before it
+        queues them. x + 0 is exactly x, so every rank gets rank 0's values (a negative zero
+        arrives as zero).
+        """
+        import mxnet as mx
+
+        for name, param in sorted(params.items()):
+            for i, data in enumerate(param.list_data()):
+                mine = data if self.rank == 0 else mx.nd.zeros_like(data)
+                out = self.horovod.allreduce(mine, average=False, name=f"dlperf.init.{name}.{i}")
+                data[:] = out
+        mx.nd.waitall()
 
     def sum(self, values: np.ndarray) -> np.ndarray:
         import mxnet as mx
