@@ -59,9 +59,17 @@ class HorovodComm:
         """
         import mxnet as mx
 
+        if self.size == 1:
+            return
         for name, param in sorted(params.items()):
             for i, data in enumerate(param.list_data()):
-                mine = data if self.rank == 0 else mx.nd.zeros_like(data)
+                # A plain copy: after the first forward pass oneDNN may hold the weights in its
+                # own layout, which Horovod cannot read.
+                mine = mx.nd.array(
+                    data.asnumpy() if self.rank == 0 else np.zeros(data.shape),
+                    ctx=data.context,
+                    dtype=data.dtype,
+                )
                 out = self.horovod.allreduce(mine, average=False, name=f"dlperf.init.{name}.{i}")
                 data[:] = out
         mx.nd.waitall()
