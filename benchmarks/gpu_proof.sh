@@ -129,8 +129,9 @@ for res in sorted(out.glob("runs/*/result.json")):
 rates = {}
 for name in ("pytorch-nhwc", "pytorch-nhwc-compile", "pytorch-nchw"):  # the synthetic-data runs
     res = out / "runs" / name / "result.json"
-    if res.exists() and json.loads(res.read_text()).get("throughput_img_per_s"):
-        rates[name] = json.loads(res.read_text())["throughput_img_per_s"]
+    rate = json.loads(res.read_text()).get("throughput_img_per_s") if res.exists() else None
+    if rate:
+        rates[name] = rate
 if rates:
     name, rate = max(rates.items(), key=lambda kv: kv[1])
     print(f"best synthetic rate: {rate:.0f} img/s ({name}): {rate / 3000:.2f} of the 3,000 img/s "

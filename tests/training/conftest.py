@@ -21,11 +21,15 @@ ENV = dict(
 TINY = ["--model", "resnet18_v1.5", "--width-multiplier", "0.25", "--image-size", "32"]
 
 
-def dlperf(*args: str, launcher: list[str] | None = None, timeout: int = 300):
-    cmd = [*(launcher or []), str(BIN / "dlperf"), *args]
+def run(cmd: list[str], env: dict | None = None, timeout: int = 300):
+    """CMD to its end with output captured (ENV unless told otherwise); never raises on rc."""
     return subprocess.run(
-        cmd, capture_output=True, text=True, env=ENV, timeout=timeout, check=False
+        cmd, capture_output=True, text=True, env=env or ENV, timeout=timeout, check=False
     )
+
+
+def dlperf(*args: str, launcher: list[str] | None = None, timeout: int = 300):
+    return run([*(launcher or []), str(BIN / "dlperf"), *args], timeout=timeout)
 
 
 def sweep(results: Path, run_id: str, *train: str, nodes: str = "1,2"):

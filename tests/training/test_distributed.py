@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from .conftest import BIN, ENV, TINY, dlperf, read_result
+from .conftest import BIN, TINY, dlperf, read_result, run
 
 HOROVODRUN = {
     "gloo": ["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo"],
@@ -140,14 +139,7 @@ def test_every_rank_starts_from_rank_0s_parameters(tmp_path, controller):
     alike."""
     script = tmp_path / "broadcast.py"
     script.write_text(BROADCAST)
-    proc = subprocess.run(
-        [*HOROVODRUN[controller], str(BIN / "python"), str(script), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-        check=False,
-    )
+    proc = run([*HOROVODRUN[controller], str(BIN / "python"), str(script), str(tmp_path)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {r: json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)}
     assert rows[0]["before"] != rows[1]["before"]  # the ranks did start apart

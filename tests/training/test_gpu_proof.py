@@ -8,11 +8,10 @@ nvidia-smi of a C4140 configuration M: every step, its saved outputs and its sum
 from __future__ import annotations
 
 import re
-import subprocess
 import tarfile
 from pathlib import Path
 
-from .conftest import BIN, ENV
+from .conftest import BIN, ENV, run
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "nvidia-smi" / "c4140-m"
@@ -34,14 +33,7 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
         IMAGES="48",
         MODEL_ARGS="--model resnet18_v1.5 --width-multiplier 0.125 --image-size 32",
     )
-    proc = subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "gpu_proof.sh"), str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    proc = run(["bash", str(ROOT / "benchmarks" / "gpu_proof.sh"), str(out)], env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     # 1. nvidia-smi's outputs are saved byte for byte, in the fixture layout
