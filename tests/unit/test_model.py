@@ -100,3 +100,25 @@ def test_nhwc_batch_norms_normalise_the_last_axis():
     assert len(axes) == 20 and set(axes) == {3}  # stem, 2 per block, 3 shortcuts
     with pytest.raises(ValueError, match="layout 'CHWN'"):
         build_model("resnet18_v1.5", 10, 0.25, layout="CHWN")
+
+
+def test_synthetic_data_is_one_batch_per_seed_and_leaves_the_ranks_seeds_alone():
+    from dlperf.train.mxnet.data import SyntheticData
+
+    def batch(seed):
+        b = next(iter(SyntheticData(4, 8, 10, 1, mx.cpu(), seed=seed)))
+        return b.data.asnumpy(), b.label.asnumpy()
+
+    # every rank builds the same batch from the run's seed; another seed, another batch
+    assert all((a == b).all() for a, b in zip(batch(5), batch(5), strict=True))
+    assert not (batch(5)[0] == batch(6)[0]).all()
+    labels = batch(5)[1]
+    assert labels.min() >= 0 and labels.max() < 10 and (labels == labels.round()).all()
+    # what the engine seeded per rank (seed + rank) still decides the weights drawn afterwards
+    draws = []
+    for with_data in (False, True):
+        mx.random.seed(5 + 1)  # rank 1's seed
+        if with_data:
+            batch(5)
+        draws.append(mx.nd.random.normal(shape=(16,)).asnumpy())
+    assert (draws[0] == draws[1]).all()

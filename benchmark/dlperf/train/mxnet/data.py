@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mxnet as mx
+import numpy as np
 
 # ImageNet channel statistics (0-255 scale), as in NVIDIA's RN50 recipe.
 MEAN_RGB = (123.68, 116.779, 103.939)
@@ -31,10 +32,12 @@ class SyntheticData:
         self, batch_size: int, image_size: int, classes: int, batches_per_epoch: int, ctx, seed=0
     ):
         self.batches_per_epoch = batches_per_epoch
-        mx.random.seed(seed)  # the same batch on every rank
-        data = mx.nd.random.normal(shape=(batch_size, 3, image_size, image_size), ctx=ctx)
-        label = mx.nd.random.randint(0, classes, shape=(batch_size,), ctx=ctx).astype("float32")
-        self._batch = Batch(data, label)
+        # The same batch on every rank, from a generator of its own: reseeding MXNet's global one
+        # here would undo the per-rank seed the engine set (every rank's initial weights alike).
+        rng = np.random.default_rng(seed)
+        data = rng.standard_normal((batch_size, 3, image_size, image_size), dtype=np.float32)
+        label = rng.integers(0, classes, size=batch_size).astype(np.float32)
+        self._batch = Batch(mx.nd.array(data, ctx=ctx), mx.nd.array(label, ctx=ctx))
 
     def __iter__(self):
         for _ in range(self.batches_per_epoch):
