@@ -11,7 +11,8 @@
 #     size, packed by dlperf data prepare): input through NVIDIA DALI on the GPU against
 #     DataLoader workers;
 #  5. the MXNet engine on the same GPU, NCHW and NHWC (its failure is recorded when it cannot
-#     load).
+#     load);
+#  6. dlperf allreduce on the GPU, one rank: torch.distributed (NCCL) and Horovod on MXNet.
 # Every step runs even when an earlier one failed; summary.txt holds the numbers.
 #
 # Usage:  benchmarks/gpu_proof.sh OUTDIR
@@ -108,6 +109,15 @@ kill -TERM "$sampler" 2>/dev/null
 wait "$sampler"
 iters=20 warmup=5 train mxnet-nchw --backend mxnet --layout NCHW
 iters=20 warmup=5 train mxnet-nhwc --backend mxnet --layout NHWC
+# One rank's allreduce proves each path on this GPU (NCCL for PyTorch; Horovod's NCCL operations
+# need a Horovod built with them): bandwidth across GPUs needs several, as in validate.yml.
+for backend in pytorch mxnet; do
+  step "allreduce --backend $backend"
+  "${dlperf[@]}" allreduce --backend "$backend" --device "$device" --megabytes 64 \
+    --output "$out/runs/allreduce-$backend.json" >"$out/runs/allreduce-$backend.log" 2>&1
+  echo "rc=$?"
+  tail -n 2 "$out/runs/allreduce-$backend.log"
+done
 
 step "summary"
 "$python" - "$out" <<'EOF' | tee "$out/summary.txt"
@@ -136,8 +146,14 @@ if rates:
     name, rate = max(rates.items(), key=lambda kv: kv[1])
     print(f"best synthetic rate: {rate:.0f} img/s ({name}): {rate / 3000:.2f} of the 3,000 img/s "
           f"goal, {rate / 4600:.2f} of ~4,600 img/s (MLPerf-class, H100)")
+for res in sorted(out.glob("runs/allreduce-*.json")):
+    a = json.loads(res.read_text())
+    print(f"{res.stem:28s} {'correct' if a['correct'] else 'WRONG':7s} {a['bytes'] / 1e6:.0f} MB "
+          f"on {a['world_size']} rank(s), {a['transport']} {a['device']} tensors, "
+          f"median {a['median_s'] * 1e3:.2f} ms, algbw {a['algbw_MBps']:.0f} MB/s")
 for log in sorted(out.glob("runs/*.log")):  # a run that left no result: why, in one line
-    if not (log.with_suffix("") / "result.json").exists():
+    done = log.with_suffix("") / "result.json", log.with_suffix(".json")
+    if not any(p.exists() for p in done):
         lines = [l for l in log.read_text().splitlines() if l.strip()]
         why = [l for l in lines if "error" in l.lower()] or lines or ["(empty log)"]
         print(f"{log.stem:28s} no result: {why[-1]}")

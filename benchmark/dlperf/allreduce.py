@@ -1,4 +1,4 @@
-"""`dlperf allreduce`: a Horovod allreduce across the launched ranks, checked and timed.
+"""`dlperf allreduce`: an allreduce across the launched ranks, checked and timed.
 
 The cluster check behind playbooks/validate.yml: every rank contributes a tensor filled with
 rank + 1, so the sum is known exactly (size * (size + 1) / 2 in every element) and a wrong or
@@ -8,17 +8,18 @@ carries in a ring allreduce), so numbers compare with published ones at the same
 tensors are latency-bound: nccl-tests' peak bus bandwidth needs hundreds of MB). Where the ranks see
 GPUs the tensor lives on each rank's GPU, so the reduction goes through NCCL (and GPUDirect RDMA
 where the fabric has it), as training's gradients do; else it is a host tensor (Gloo or MPI).
+The backend decides whose allreduce: Horovod's with MXNet arrays, as the MXNet engine's
+gradients go, or torch.distributed's, as DistributedDataParallel's do (the only one that runs on
+GPUs mxnet-cu110 has no code for: Hopper and later). The timed region is the reduction alone.
 """
 
 from __future__ import annotations
 
 import socket
 import statistics
-import time
 from pathlib import Path
 
 from dlperf.results import write_atomic
-from dlperf.usage import UsageError
 
 
 def bus_factor(size: int) -> float:
@@ -26,52 +27,42 @@ def bus_factor(size: int) -> float:
 
 
 def run_allreduce(
-    megabytes: float, iterations: int, warmup: int, output: Path | None, device: str = "auto"
+    megabytes: float,
+    iterations: int,
+    warmup: int,
+    output: Path | None,
+    device: str = "auto",
+    backend: str = "mxnet",
 ) -> dict:
-    import horovod.mxnet as hvd
-    import mxnet as mx
     import numpy as np
 
-    from dlperf.train.mxnet.comm import HorovodComm
+    from dlperf.train.engine import import_backend
 
-    comm = HorovodComm()
-    rank, size = comm.rank, comm.size
+    ranks = import_backend(backend, "comm").AllreduceRanks(device)
+    rank, size = ranks.rank, ranks.size
     elements = max(1, int(megabytes * 1e6) // 4)
-    gpus = mx.context.num_gpus()
-    if device == "gpu" and gpus == 0:
-        raise UsageError(
-            "--device gpu: MXNet sees no GPU here (a CPU build of mxnet, or no NVIDIA "
-            "driver); use --device auto or cpu"
-        )
-    on_gpu = device == "gpu" or (device == "auto" and gpus > 0)
-    ctx = mx.gpu(comm.local_rank % gpus) if on_gpu else mx.cpu()
-    tensor = mx.nd.full((elements,), rank + 1, dtype="float32", ctx=ctx)
-    controller = "mpi" if hvd.mpi_enabled() else "gloo"
+    tensor = ranks.filled(elements, rank + 1)
     expected = size * (size + 1) / 2.0
     times, worst = [], 0.0
     for i in range(warmup + iterations):
-        start = time.perf_counter()
-        # One name for every iteration: Horovod negotiates a tensor once and then serves it from
-        # its response cache, as it does for training's gradients.
-        out = hvd.allreduce(tensor, average=False, name="dlperf.allreduce")
-        out.wait_to_read()  # the reduction alone is timed, not the copy back to the host
-        elapsed = time.perf_counter() - start
-        worst = max(worst, float(np.max(np.abs(out.asnumpy() - expected))))
+        out, elapsed = ranks.timed(tensor)
+        worst = max(worst, ranks.error(out, expected))
         if i >= warmup:
             times.append(elapsed)
     # Every rank's verdict and timing, so one bad rank fails the whole check.
-    rows = comm.gather(np.array([worst, statistics.median(times)], dtype="float64"))
-    hosts = comm.hostnames()
+    rows = ranks.gather(np.array([worst, statistics.median(times)], dtype="float64"))
+    hosts = ranks.hostnames()
+    ranks.close(True)
     median = max(float(t) for t in rows[:, 1])
     nbytes = elements * 4
     algbw = nbytes / median / 1e6
     summary = {
         "world_size": size,
         "hosts": sorted(set(hosts)),
-        "controller": controller,
-        "device": "gpu" if on_gpu else "cpu",
-        # GPU tensors go through Horovod's NCCL operations when it was built with them.
-        "transport": "nccl" if on_gpu and hvd.nccl_built() else controller,
+        "backend": backend,
+        "controller": ranks.controller,
+        "device": "gpu" if ranks.on_gpu else "cpu",
+        "transport": ranks.transport,
         "bytes": nbytes,
         "iterations": iterations,
         "expected": expected,
@@ -88,7 +79,7 @@ def run_allreduce(
         state = "correct" if summary["correct"] else "WRONG"
         print(
             f"allreduce of {nbytes / 1e6:.1f} MB over {size} rank(s) on {len(summary['hosts'])} "
-            f"host(s) ({summary['transport']}, {summary['device']} tensors): {state}, "
+            f"host(s) ({backend}, {summary['transport']}, {summary['device']} tensors): {state}, "
             f"median {median * 1e3:.1f} ms, algbw {algbw:.1f} MB/s, "
             f"busbw {summary['busbw_MBps']:.1f} MB/s",
             flush=True,

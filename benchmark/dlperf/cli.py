@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from dlperf import __version__
-from dlperf.train.command import add_train_parser, run_train
+from dlperf.train.command import BACKENDS, add_train_parser, run_train
 from dlperf.usage import UsageError
 
 
@@ -101,8 +101,18 @@ def _sweep_parser(sub) -> None:
 def _allreduce_parser(sub) -> None:
     p = sub.add_parser(
         "allreduce",
-        help="a checked, timed Horovod allreduce across the launched ranks (cluster check)",
-        description="Run under horovodrun/mpirun; rank 0 prints the verdict and bandwidths.",
+        help="a checked, timed allreduce across the launched ranks (cluster check)",
+        description=(
+            "Run under horovodrun, mpirun or srun (torchrun too with --backend pytorch); rank 0 "
+            "prints the verdict and bandwidths."
+        ),
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="mxnet",
+        help="whose allreduce: Horovod's on MXNet arrays, or torch.distributed's (NCCL on GPUs, "
+        "Gloo on CPUs), as each engine's gradients go",
     )
     p.add_argument("--megabytes", type=float, default=4.0, help="tensor size per rank (MB)")
     p.add_argument("--iterations", type=int, default=5, help="timed allreduces")
@@ -112,7 +122,7 @@ def _allreduce_parser(sub) -> None:
         "--device",
         choices=["auto", "cpu", "gpu"],
         default="auto",
-        help="where the tensor lives; auto: the rank's GPU when MXNet sees one (NCCL)",
+        help="where the tensor lives; auto: the rank's GPU when the backend sees one (NCCL)",
     )
 
 
@@ -320,7 +330,9 @@ def run_allreduce_command(args) -> int:
             raise UsageError(message)
     from dlperf.allreduce import run_allreduce
 
-    summary = run_allreduce(args.megabytes, args.iterations, args.warmup, args.output, args.device)
+    summary = run_allreduce(
+        args.megabytes, args.iterations, args.warmup, args.output, args.device, args.backend
+    )
     return 0 if summary["correct"] else 1
 
 

@@ -48,6 +48,11 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
         assert re.match(rf"{name}\s+ok\s+\d+ img/s", rows.get(name, "")), (name, summary)
     assert "dali" in rows["pytorch-dali"] and "native" in rows["pytorch-native"], summary
     assert re.search(r"no result: .*--layout NHWC", rows.get("mxnet-nhwc", "")), summary
+    # one rank's allreduce through each backend, checked
+    assert re.match(r"allreduce-pytorch\s+correct 64 MB on 1 rank\(s\), gloo cpu", rows.get(
+        "allreduce-pytorch", "")), summary  # fmt: skip
+    assert re.match(r"allreduce-mxnet\s+correct 64 MB on 1 rank\(s\), (gloo|mpi) cpu", rows.get(
+        "allreduce-mxnet", "")), summary  # fmt: skip
     # the compiled run's first step holds its compile time, longer than an eager first step
     first = {
         n: float(re.search(r"first step ([\d.]+) s", rows[n]).group(1))
@@ -74,5 +79,6 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
     for name in [*PYTORCH_RUNS, *RECORD_RUNS, "mxnet-nchw"]:
         assert f"runs/{name}/result.json" in names, name
     assert "runs/telemetry.jsonl" in names
+    assert {"runs/allreduce-pytorch.json", "runs/allreduce-mxnet.json"} <= names
     # the scratch records and images are gone; only the fixture, summary and archive stay
     assert sorted(p.name for p in out.iterdir()) == ["fixture", "runs.tar.gz", "summary.txt"]

@@ -165,3 +165,32 @@ def test_pytorch_sweep_over_one_and_two_processes_renders_the_report(tmp_path):
     ]
     page = (report / "index.html").read_text()
     assert "<th>backend</th>" in page and "<td>pytorch</td>" in page
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["horovodrun", "-np", "3", "-H", "localhost:3", "--gloo"],
+        [str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "3", "--no-python"],
+    ],
+    ids=["horovodrun", "torchrun"],
+)
+def test_torch_distributed_allreduce_sums_every_rank_and_reports_bandwidth(tmp_path, launcher):
+    out = tmp_path / "allreduce.json"
+    proc = dlperf(
+        "allreduce", *PYTORCH, "--megabytes", "1", "--iterations", "3", "--output", str(out),
+        launcher=launcher,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    summary = json.loads(out.read_text())
+    # ranks contribute 1, 2 and 3: every element of the sum is 6, exactly, in every iteration
+    # (all_reduce works in place: each one gets a fresh copy of the rank's tensor)
+    assert summary["world_size"] == 3 and summary["expected"] == 6.0
+    assert summary["correct"] is True and summary["max_abs_error"] == 0.0
+    assert summary["backend"] == "pytorch" and summary["controller"] == "torch.distributed"
+    # no GPU here: host tensors through Gloo (NCCL takes the GPU tensors where there are GPUs)
+    assert summary["device"] == "cpu" and summary["transport"] == "gloo"
+    assert summary["bytes"] == 1_000_000 and summary["median_s"] > 0
+    # nccl-tests' bus bandwidth: algbw * 2(n-1)/n, 4/3 of algbw for n = 3
+    assert summary["busbw_MBps"] == pytest.approx(summary["algbw_MBps"] * 4 / 3)
+    assert "(pytorch, gloo, cpu tensors): correct" in proc.stdout

@@ -233,7 +233,7 @@ def test_a_gpu_the_torch_build_has_no_code_for_is_refused(monkeypatch, tmp_path)
     at the first kernel; the engine refuses before anything runs, naming GPU and build. The
     GPU's answers are stood in for: there is none here."""
     from dlperf.train.config import TrainConfig
-    from dlperf.train.pytorch.engine import _device
+    from dlperf.train.pytorch.comm import select_device
     from dlperf.usage import UsageError
 
     cuda = torch.cuda
@@ -245,12 +245,12 @@ def test_a_gpu_the_torch_build_has_no_code_for_is_refused(monkeypatch, tmp_path)
     monkeypatch.setattr(cuda, "set_device", selected.append)
     cfg = TrainConfig(output=tmp_path, backend="pytorch", device="gpu")
     with pytest.raises(UsageError) as refused:
-        _device(cfg, local_rank=1)
+        select_device(cfg.device, local_rank=1)
     message = str(refused.value)
     assert "Tesla V100-SXM2-32GB, compute capability 7.0" in message
     assert "sm_75 sm_80 sm_90 sm_120" in message and "--backend mxnet" in message
     assert selected == []  # refused before the GPU was taken
     # the same node with a build that has Volta's code takes the rank's GPU
     monkeypatch.setattr(cuda, "get_arch_list", lambda: ["sm_70", "sm_80", "sm_90"])
-    assert _device(cfg, local_rank=5) == torch.device("cuda", 1)
+    assert select_device(cfg.device, local_rank=5) == torch.device("cuda", 1)
     assert selected == [torch.device("cuda", 1)]

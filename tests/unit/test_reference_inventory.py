@@ -58,6 +58,11 @@ def test_dlperf_reports_its_version():
     assert proc.stdout.startswith("dlperf 0.1.0")
 
 
+def flat(tasks: list[dict]) -> list[dict]:
+    """TASKS with every block's tasks in its place (its rescue and always parts left out)."""
+    return [t for task in tasks for t in (flat(task["block"]) if "block" in task else [task])]
+
+
 def dry_plays(playbook: str) -> list[dict]:
     """PLAYBOOK's plays reduced to what needs no node, run on the controller with the reference
     inventory's variables: every play variable rendered, every command's argv rendered (same
@@ -74,14 +79,19 @@ def dry_plays(playbook: str) -> list[dict]:
             {"name": f"Render {name}", "ansible.builtin.debug": {"msg": f"{{{{ {name} }}}}"}}
             for name in play.get("vars", {})
         ]
-        for task in play["tasks"]:
+        for task in flat(play["tasks"]):
             keep = {k: task[k] for k in ("loop", "when") if k in task}
             if "ansible.builtin.assert" in task and "loop" not in task:
                 tasks.append(task)
             elif "argv" in task.get("ansible.builtin.command", {}):
                 argv = task["ansible.builtin.command"]["argv"]
+                msg = (
+                    {"argv": argv, "environment": task["environment"]}
+                    if "environment" in task
+                    else argv
+                )
                 tasks.append({"name": f"Render {task['name']}",
-                              "ansible.builtin.debug": {"msg": argv}, **keep})  # fmt: skip
+                              "ansible.builtin.debug": {"msg": msg}, **keep})  # fmt: skip
         dry.append(
             {"name": play["name"], "hosts": play["hosts"], "connection": "local",
              "gather_facts": False, "vars": play.get("vars", {}), "tasks": tasks}
@@ -89,24 +99,44 @@ def dry_plays(playbook: str) -> list[dict]:
     return dry
 
 
-@pytest.mark.parametrize("playbook", ["playbooks/validate.yml", "playbooks/benchmark.yml"])
+@pytest.mark.parametrize(
+    ("playbook", "backends"),
+    [
+        ("playbooks/validate.yml", None),
+        ("playbooks/validate.yml", ["mxnet", "pytorch"]),
+        ("playbooks/benchmark.yml", None),
+    ],
+)
 def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_cluster(
-    playbook, tmp_path
+    playbook, backends, tmp_path
 ):
     dry = tmp_path / Path(playbook).name
     dry.write_text(yaml.safe_dump(dry_plays(playbook), sort_keys=False))
+    extra = ["-e", json.dumps({"dl_stack_backends": backends})] if backends else []
     proc = ansible(
         "ansible-playbook", "-i", "inventory/reference", str(dry),
         "-e", "dlperf_run_id=reference", "-e", f"ansible_python_interpreter={sys.executable}",
-        "-e", f"dlperf_validate_report={tmp_path}/validate.json",
+        "-e", f"dlperf_validate_report={tmp_path}/validate.json", *extra,
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
     )  # fmt: skip
     # An undefined variable or a false precondition fails the play; nothing reaches a node.
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "c4140-01" in proc.stdout and "failed=0" in proc.stdout
+    out = re.sub(r"\s+", " ", proc.stdout)
+    if playbook.endswith("validate.yml"):
+        # whose allreduce: Horovod's on MXNet (the seed's stack), torch.distributed's where
+        # PyTorch is installed, its ranks meeting at c4140-01 over ib0
+        meet = ['"MASTER_ADDR": "198.18.0.101"', '"NCCL_SOCKET_IFNAME": "ib0"']
+        if backends:
+            assert '"--backend", "pytorch"' in out and all(m in out for m in meet), out
+            assert '"msg": "PyTorch allreduce"' in out
+        else:
+            assert '"--backend", "mxnet"' in out and not any(m in out for m in meet), out
+            assert '"msg": "Horovod allreduce"' in out
+        # Slurm's MPI row reduces host tensors: it checks PMIx and MPI on any GPU generation
+        assert '"allreduce", "--device", "cpu"' in out
     if playbook.endswith("benchmark.yml"):
         # one process per V100, the sweep over 1-8 nodes on ib0, the seed's recipe and target
-        out = re.sub(r"\s+", " ", proc.stdout)
         for needle in ('"--procs-per-node", "4"', '"--nodes", "1,2,4,8"',
                        '"--network-interface", "ib0"', '"--target-top1", "0.749"',
                        '"/mnt/isilon/imagenet/val.rec"', '"--batch-size", "192"',

@@ -101,18 +101,23 @@ def decode_threads(cfg: TrainConfig, local_size: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(local_size, 1))
 
 
-def load_engine(cfg: TrainConfig) -> Engine:
-    if cfg.backend not in BACKENDS:
-        raise ValueError(f"--backend {cfg.backend!r}: choose from {', '.join(BACKENDS)}")
+def import_backend(backend: str, module: str):
+    """dlperf.train.BACKEND.MODULE, the only place a framework is imported; a framework that is
+    not installed is a usage error naming what installs it."""
+    if backend not in BACKENDS:
+        raise ValueError(f"--backend {backend!r}: choose from {', '.join(BACKENDS)}")
     try:
-        module = importlib.import_module(f"dlperf.train.{cfg.backend}.engine")
+        return importlib.import_module(f"dlperf.train.{backend}.{module}")
     except ModuleNotFoundError as exc:
-        module_name, framework, install = FRAMEWORKS[cfg.backend]
+        module_name, framework, install = FRAMEWORKS[backend]
         if exc.name != module_name:
             raise
-        other = next(b for b in BACKENDS if b != cfg.backend)
+        other = next(b for b in BACKENDS if b != backend)
         raise UsageError(
-            f"--backend {cfg.backend}: {framework} is not installed here; install {install}, "
+            f"--backend {backend}: {framework} is not installed here; install {install}, "
             f"or use --backend {other}"
         ) from exc
-    return module.create(cfg)
+
+
+def load_engine(cfg: TrainConfig) -> Engine:
+    return import_backend(cfg.backend, "engine").create(cfg)

@@ -5,20 +5,17 @@ workers. One process per GPU."""
 
 from __future__ import annotations
 
-import os
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
-from dlperf_module_utils.dlperf_gpu import cuda_build_runs
 from torch import nn
 
 from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
 from dlperf.train.engine import Datasets, decode_threads
 from dlperf.train.pytorch import dali
+from dlperf.train.pytorch.comm import TorchComm, select_device
 from dlperf.train.pytorch.data import RecordData, SyntheticData, classes_in
 from dlperf.train.pytorch.dist import placement
 from dlperf.train.pytorch.model import build_model, decay_groups
@@ -26,34 +23,6 @@ from dlperf.train.schedule import WarmupCosine
 from dlperf.usage import UsageError
 
 AMP = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def _device(cfg: TrainConfig, local_rank: int) -> torch.device:
-    gpus = torch.cuda.device_count()
-    if cfg.device == "gpu" and gpus == 0:
-        raise UsageError(
-            "--device gpu: PyTorch sees no GPU here (a CPU build of torch, or no NVIDIA "
-            "driver); use --device auto or cpu"
-        )
-    if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
-        dev = torch.device("cuda", local_rank % gpus)
-        _check_kernels(dev)
-        torch.cuda.set_device(dev)
-        return dev
-    return torch.device("cpu")
-
-
-def _check_kernels(dev: torch.device) -> None:
-    """Refuse a GPU this build of torch has no code for (a CUDA 13 build on a V100, say): torch
-    itself only warns, and the first kernel launch then fails deep inside the step."""
-    capability, archs = torch.cuda.get_device_capability(dev), torch.cuda.get_arch_list()
-    if archs and not cuda_build_runs(capability, archs):
-        raise UsageError(
-            f"--backend pytorch: torch {torch.__version__} (CUDA {torch.version.cuda}) has no "
-            f"code for this GPU ({torch.cuda.get_device_name(dev)}, compute capability "
-            f"{capability[0]}.{capability[1]}; the build has {' '.join(archs)}): install a torch "
-            f"build whose CUDA release still supports it, or use --backend mxnet"
-        )
 
 
 def _loader(cfg: TrainConfig, device: torch.device) -> str:
@@ -89,7 +58,7 @@ class TorchEngine:
         self.place = placement()
         self.rank, self.size = self.place.rank, self.place.size
         self.local_rank = self.place.local_rank
-        self.dev = _device(cfg, self.local_rank)
+        self.dev = select_device(cfg.device, self.local_rank)
         self.device = "gpu" if self.dev.type == "cuda" else "cpu"
         self.dtype = _dtype(cfg, self.dev)
         self.amp = self.dtype in AMP
@@ -105,45 +74,20 @@ class TorchEngine:
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank before DDP's sync
         if self.device == "gpu":
             torch.backends.cudnn.benchmark = True
-        if self.size > 1:
-            dist.init_process_group(
-                "nccl" if self.device == "gpu" else "gloo",
-                init_method=f"tcp://{self.place.master_addr}:{self.place.master_port}",
-                rank=self.rank,
-                world_size=self.size,
-                timeout=timedelta(seconds=int(os.environ.get("DLPERF_DIST_TIMEOUT", "600"))),
-            )
+        self.comm = TorchComm(self.place, self.dev)
 
     # ---- collectives (world of one: no process group) ------------------------------------
-    def _collective_device(self) -> torch.device:
-        return self.dev if self.device == "gpu" else torch.device("cpu")
-
     def sum(self, values: np.ndarray) -> np.ndarray:
-        t = torch.tensor(values, dtype=torch.float64, device=self._collective_device())
-        if self.size > 1:
-            dist.all_reduce(t)
-        return t.cpu().numpy()
+        return self.comm.sum(values)
 
     def gather(self, row: np.ndarray) -> np.ndarray:
-        t = torch.tensor(row, dtype=torch.float64, device=self._collective_device())
-        if self.size == 1:
-            return t.cpu().numpy().reshape(1, -1)
-        out = [torch.empty_like(t) for _ in range(self.size)]
-        dist.all_gather(out, t)
-        return torch.stack(out).cpu().numpy()
+        return self.comm.gather(row)
 
     def barrier(self) -> None:
-        self.sum(np.zeros(1))
+        self.comm.barrier()
 
     def hostnames(self) -> list[str]:
-        import socket
-
-        name = socket.gethostname()
-        if self.size == 1:
-            return [name]
-        names: list = [None] * self.size
-        dist.all_gather_object(names, name)
-        return names
+        return self.comm.hostnames()
 
     def versions(self) -> dict:
         cuda = self.device == "gpu"
@@ -273,14 +217,7 @@ class TorchEngine:
         return np.array(values)
 
     def close(self, ok: bool) -> None:
-        if self.size > 1 and dist.is_initialized():
-            # Every rank past its last collective before any tears its connections down: a
-            # rank that destroyed the group while a peer was still in the final gather aborted
-            # ("terminate called without an active exception"). After a failure, no barrier:
-            # the peers may never reach it.
-            if ok:
-                dist.barrier()
-            dist.destroy_process_group()
+        self.comm.close(ok)
 
 
 def create(cfg: TrainConfig) -> TorchEngine:
