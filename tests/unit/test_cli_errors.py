@@ -83,6 +83,7 @@ def test_bad_input_names_the_flag_and_the_fix(tmp_path, capsys, argv, command, s
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "a refused command wrote something"
 
 
+@pytest.mark.parametrize("command", ["train", "allreduce"])
 @pytest.mark.parametrize(
     ("backend", "module", "fix"),
     [
@@ -91,19 +92,20 @@ def test_bad_input_names_the_flag_and_the_fix(tmp_path, capsys, argv, command, s
     ],
 )
 def test_a_backend_whose_framework_is_missing_is_refused(
-    tmp_path, capsys, monkeypatch, backend, module, fix
+    tmp_path, capsys, monkeypatch, command, backend, module, fix
 ):
     """A node without the chosen framework (a GPU node with PyTorch alone, say) gets the install
     hint, not an ImportError traceback."""
     monkeypatch.setitem(sys.modules, module, None)  # `import <module>` fails as if absent
-    monkeypatch.delitem(sys.modules, f"dlperf.train.{backend}.engine", raising=False)
+    for part in ("engine", "comm"):
+        monkeypatch.delitem(sys.modules, f"dlperf.train.{backend}.{part}", raising=False)
     out = tmp_path / "out"
-    assert main(["train", "--backend", backend, "--output", str(out)]) == 2
+    assert main([command, "--backend", backend, "--output", str(out)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[0].startswith(f"dlperf train: error: --backend {backend}: {fix}"), lines
+    assert lines[0].startswith(f"dlperf {command}: error: --backend {backend}: {fix}"), lines
     other = "pytorch" if backend == "mxnet" else "mxnet"
     assert lines[0].endswith(f"or use --backend {other}"), lines
-    assert lines[1:] == ["(dlperf train --help: every flag, and an example)"]
+    assert lines[1:] == [f"(dlperf {command} --help: every flag, and an example)"]
     assert not out.exists()
 
 

@@ -100,23 +100,28 @@ def dry_plays(playbook: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    ("playbook", "backends"),
+    ("playbook", "torch_on"),
     [
-        ("playbooks/validate.yml", None),
-        ("playbooks/validate.yml", ["mxnet", "pytorch"]),
-        ("playbooks/benchmark.yml", None),
+        ("playbooks/validate.yml", []),
+        ("playbooks/validate.yml", ["c4140-01", "c4140-02"]),
+        ("playbooks/validate.yml", ["c4140-01"]),
+        ("playbooks/benchmark.yml", []),
     ],
+    ids=["validate", "validate-pytorch", "validate-pytorch-on-one", "benchmark"],
 )
 def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_cluster(
-    playbook, backends, tmp_path
+    playbook, torch_on, tmp_path
 ):
     dry = tmp_path / Path(playbook).name
     dry.write_text(yaml.safe_dump(dry_plays(playbook), sort_keys=False))
-    extra = ["-e", json.dumps({"dl_stack_backends": backends})] if backends else []
+    # PyTorch beside MXNet on the nodes named, as host variables in an inventory of its own
+    torch = {h: {"dl_stack_backends": ["mxnet", "pytorch"]} for h in torch_on}
+    (tmp_path / "torch.yml").write_text(yaml.safe_dump({"all": {"hosts": torch}}))
     proc = ansible(
-        "ansible-playbook", "-i", "inventory/reference", str(dry),
-        "-e", "dlperf_run_id=reference", "-e", f"ansible_python_interpreter={sys.executable}",
-        "-e", f"dlperf_validate_report={tmp_path}/validate.json", *extra,
+        "ansible-playbook", "-i", "inventory/reference", "-i", str(tmp_path / "torch.yml"),
+        str(dry), "-e", "dlperf_run_id=reference",
+        "-e", f"ansible_python_interpreter={sys.executable}",
+        "-e", f"dlperf_validate_report={tmp_path}/validate.json",
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
     )  # fmt: skip
     # An undefined variable or a false precondition fails the play; nothing reaches a node.
@@ -125,9 +130,13 @@ def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_clus
     out = re.sub(r"\s+", " ", proc.stdout)
     if playbook.endswith("validate.yml"):
         # whose allreduce: Horovod's on MXNet (the seed's stack), torch.distributed's where
-        # PyTorch is installed, its ranks meeting at c4140-01 over ib0
-        meet = ['"MASTER_ADDR": "198.18.0.101"', '"NCCL_SOCKET_IFNAME": "ib0"']
-        if backends:
+        # both nodes of the check have PyTorch, its ranks meeting at c4140-01 over ib0
+        meet = [
+            '"MASTER_ADDR": "198.18.0.101"',
+            '"MASTER_PORT": "29500"',
+            '"NCCL_SOCKET_IFNAME": "ib0"',
+        ]
+        if len(torch_on) == 2:
             assert '"--backend", "pytorch"' in out and all(m in out for m in meet), out
             assert '"msg": "PyTorch allreduce"' in out
         else:
