@@ -114,13 +114,14 @@ tier_lint() {
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 # One worker per core. Unit tests are independent (each in its own tmp_path), except that one
 # role's bad-input cases share one ansible-playbook run: loadgroup sends them to one worker.
-tier_unit() { pytest -q -n auto --dist loadgroup tests/unit; }
+# The pytest tiers end with their ten slowest tests, so a log shows where a slow day's time went.
+tier_unit() { pytest -q -n auto --dist loadgroup --durations=10 tests/unit; }
 # The dlperf.cluster collection built, installed and used by FQCN outside the checkout, with
 # ansible-test sanity; the dlperf wheel alone in an empty venv.
 tier_package() { pytest -q tests/package; }
 # The bmc role and playbook against three Redfish emulators over HTTPS (sushy-tools).
 tier_bmc() { pytest -q tests/bmc; }
-tier_training() { pytest -q tests/training; }
+tier_training() { pytest -q --durations=10 tests/training; }
 # The reference inventory's site.yml, validate.yml and benchmark.yml --check on nine systemd
 # containers (-s: the runs print their wall times).
 tier_rehearsal() {
