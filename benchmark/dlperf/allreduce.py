@@ -36,14 +36,9 @@ def run_allreduce(
 ) -> dict:
     import numpy as np
 
-    from dlperf.train.engine import framework_missing, import_backend
+    from dlperf.train.engine import import_backend
 
-    try:  # the framework is imported inside (MXNet's comm module imports it lazily)
-        ranks = import_backend(backend, "comm").AllreduceRanks(device)
-    except ModuleNotFoundError as exc:
-        if (error := framework_missing(backend, exc)) is None:
-            raise
-        raise error from exc
+    ranks = import_backend(backend, "allreduce").AllreduceRanks(device)
     rank, size = ranks.rank, ranks.size
     elements = max(1, int(megabytes * 1e6) // 4)
     tensor = ranks.filled(elements, rank + 1)

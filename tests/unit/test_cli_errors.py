@@ -97,7 +97,7 @@ def test_a_backend_whose_framework_is_missing_is_refused(
     """A node without the chosen framework (a GPU node with PyTorch alone, say) gets the install
     hint, not an ImportError traceback."""
     monkeypatch.setitem(sys.modules, module, None)  # `import <module>` fails as if absent
-    for part in ("engine", "comm"):
+    for part in ("engine", "allreduce"):
         monkeypatch.delitem(sys.modules, f"dlperf.train.{backend}.{part}", raising=False)
     out = tmp_path / "out"
     assert main([command, "--backend", backend, "--output", str(out)]) == 2

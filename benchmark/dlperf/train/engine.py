@@ -109,21 +109,14 @@ def import_backend(backend: str, module: str):
     try:
         return importlib.import_module(f"dlperf.train.{backend}.{module}")
     except ModuleNotFoundError as exc:
-        if (error := framework_missing(backend, exc)) is None:
+        module_name, framework, install = FRAMEWORKS[backend]
+        if exc.name != module_name:
             raise
-        raise error from exc
-
-
-def framework_missing(backend: str, exc: ModuleNotFoundError) -> UsageError | None:
-    """The usage error for BACKEND when EXC says its framework is not installed (else None)."""
-    module_name, framework, install = FRAMEWORKS[backend]
-    if exc.name != module_name:
-        return None
-    other = next(b for b in BACKENDS if b != backend)
-    return UsageError(
-        f"--backend {backend}: {framework} is not installed here; install {install}, "
-        f"or use --backend {other}"
-    )
+        other = next(b for b in BACKENDS if b != backend)
+        raise UsageError(
+            f"--backend {backend}: {framework} is not installed here; install {install}, "
+            f"or use --backend {other}"
+        ) from exc
 
 
 def load_engine(cfg: TrainConfig) -> Engine:

@@ -1,13 +1,12 @@
 """The rank's device and the job's process group: NCCL where the ranks hold GPU tensors, Gloo
 for host tensors, met at rank 0's address (dist.placement), with the few collectives the driver
-needs; and `dlperf allreduce --backend pytorch` on it. A world of one has no group unless one is
-asked for (`dlperf allreduce` on one GPU still goes through NCCL)."""
+needs. A world of one has no group unless one is asked for (`dlperf allreduce` on one GPU still
+goes through NCCL)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import time
 from datetime import timedelta
 
 import numpy as np
@@ -15,7 +14,7 @@ import torch
 import torch.distributed as dist
 from dlperf_module_utils.dlperf_gpu import cuda_build_runs
 
-from dlperf.train.pytorch.dist import Placement, placement
+from dlperf.train.pytorch.dist import Placement
 from dlperf.usage import UsageError
 
 
@@ -101,53 +100,3 @@ class TorchComm:
             if ok:
                 dist.barrier()
             dist.destroy_process_group()
-
-
-class AllreduceRanks:
-    """`dlperf allreduce --backend pytorch`: torch.distributed's all_reduce, on the rank's GPU
-    through NCCL (as DistributedDataParallel's gradients go) or on host tensors through Gloo.
-    The ranks meet as training's do (dist.placement: horovodrun, mpirun, srun or torchrun)."""
-
-    def __init__(self, device: str):
-        place = placement()
-        self.dev = select_device(device, place.local_rank)
-        self.comm = TorchComm(place, self.dev, group=True)
-        self.rank, self.size = place.rank, place.size
-        self.on_gpu = self.dev.type == "cuda"
-        self.controller = "torch.distributed"
-        self.transport = self.comm.backend
-        self._work: torch.Tensor | None = None
-
-    def filled(self, elements: int, value: float) -> torch.Tensor:
-        return torch.full((elements,), float(value), dtype=torch.float32, device=self.dev)
-
-    def _sync(self) -> None:
-        if self.on_gpu:
-            torch.cuda.synchronize(self.dev)
-
-    def timed(self, tensor: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """All ranks' TENSOR summed, and the seconds the reduction alone took (all_reduce works
-        in place: it gets a fresh copy, made before the clock starts)."""
-        if self._work is None:
-            self._work = torch.empty_like(tensor)
-        self._work.copy_(tensor)
-        self._sync()
-        start = time.perf_counter()
-        dist.all_reduce(self._work)
-        self._sync()
-        return self._work, time.perf_counter() - start
-
-    def error(self, out: torch.Tensor, expected: float) -> float:
-        """The largest deviation from EXPECTED, computed in OUT itself (the work buffer, copied
-        afresh before the next reduction): no second tensor of the size on the GPU. The sums
-        are small integers, exact in float32."""
-        return float(out.sub_(expected).abs_().max().item())
-
-    def gather(self, row: np.ndarray) -> np.ndarray:
-        return self.comm.gather(row)
-
-    def hostnames(self) -> list[str]:
-        return self.comm.hostnames()
-
-    def close(self, ok: bool) -> None:
-        self.comm.close(ok)

@@ -1,0 +1,58 @@
+"""`dlperf allreduce --backend mxnet` (dlperf.allreduce runs it): Horovod's allreduce of MXNet
+arrays. Imported only for that backend, like the engine."""
+
+from __future__ import annotations
+
+import time
+
+import mxnet as mx  # before Horovod's: a node without MXNet is told to install it
+import numpy as np
+from horovod import mxnet as hvd
+
+from dlperf.train.mxnet.comm import HorovodComm
+from dlperf.usage import UsageError
+
+
+class AllreduceRanks:
+    """`dlperf allreduce --backend mxnet`: Horovod's allreduce of MXNet arrays, as the MXNet
+    engine's gradients go: on the rank's GPU where MXNet sees one (NCCL, when Horovod was built
+    with it), else host tensors through Gloo or MPI."""
+
+    def __init__(self, device: str):
+        self.comm = HorovodComm()
+        self.rank, self.size = self.comm.rank, self.comm.size
+        gpus = mx.context.num_gpus()
+        if device == "gpu" and gpus == 0:
+            raise UsageError(
+                "--device gpu: MXNet sees no GPU here (a CPU build of mxnet, or no NVIDIA "
+                "driver); use --device auto or cpu"
+            )
+        self.on_gpu = device == "gpu" or (device == "auto" and gpus > 0)
+        self.ctx = mx.gpu(self.comm.local_rank % gpus) if self.on_gpu else mx.cpu()
+        self.controller = "mpi" if hvd.mpi_enabled() else "gloo"
+        # GPU tensors go through Horovod's NCCL operations when it was built with them.
+        self.transport = "nccl" if self.on_gpu and hvd.nccl_built() else self.controller
+
+    def filled(self, elements: int, value: float):
+        return mx.nd.full((elements,), value, dtype="float32", ctx=self.ctx)
+
+    def timed(self, tensor):
+        """All ranks' TENSOR summed, and the seconds the reduction alone took (not the copy back
+        to the host). One name for every call: Horovod negotiates a tensor once and then serves
+        it from its response cache, as it does for training's gradients."""
+        start = time.perf_counter()
+        out = hvd.allreduce(tensor, average=False, name="dlperf.allreduce")
+        out.wait_to_read()
+        return out, time.perf_counter() - start
+
+    def error(self, out, expected: float) -> float:
+        return float(np.max(np.abs(out.asnumpy() - expected)))
+
+    def gather(self, row: np.ndarray) -> np.ndarray:
+        return self.comm.gather(row)
+
+    def hostnames(self) -> list[str]:
+        return self.comm.hostnames()
+
+    def close(self, ok: bool) -> None:
+        pass
