@@ -11,9 +11,6 @@ temporary directory; put_file and fetch_file are the collection's. Chosen for ev
 
 from __future__ import annotations
 
-import shlex
-
-from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.containers.podman.plugins.connection import podman
 
 # The collection's options (podman_executable, podman_extra_args, remote_user), under this name.
@@ -21,16 +18,14 @@ DOCUMENTATION = podman.DOCUMENTATION.replace("name: podman", "name: podman_pipel
 
 
 class Connection(podman.Connection):
-    """A podman exec connection that can pipeline modules through stdin."""
+    """The collection's connection, whose `podman exec` attaches stdin when Ansible pipes a
+    module into it: everything else (exec_command, put_file, fetch_file) is the collection's."""
 
     transport = "podman_pipelined"
     has_pipelining = True
 
-    def exec_command(self, cmd, in_data=None, sudoable=False):
-        if not self._connected:
-            self._connect()
-        args = ["exec", "-i"] if in_data is not None else ["exec"]
-        if self.user:
-            args += ["--user", self.user]
-        argv = shlex.split(to_native(cmd, errors="surrogate_or_strict"))
-        return self._podman(args, argv, in_data)
+    def _podman(self, cmd, cmd_args=None, in_data=None, use_container_id=True):
+        args = [cmd] if isinstance(cmd, str) else list(cmd)
+        if in_data is not None and args[:1] == ["exec"]:
+            cmd = ["exec", "-i", *args[1:]]
+        return super()._podman(cmd, cmd_args, in_data, use_container_id)
