@@ -256,6 +256,10 @@ def run_telemetry(args) -> int:
         raise UsageError(f"--interval {args.interval}: must be > 0")
     if args.max_bytes < 4096:
         raise UsageError(f"--max-bytes {args.max_bytes}: must be >= 4096")
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError(
+            f"--duration {args.duration}: must be > 0 (leave it out to sample until stopped)"
+        )
     from dlperf.telemetry.sampler import run_sampler
 
     run_sampler(args.output, args.interval, args.duration, args.max_bytes, args.stop_on_stdin_eof)

@@ -7,7 +7,8 @@ know which launcher it uses.
 
 - ``local``: N x P Horovod processes on this machine.
 - ``hosts``: horovodrun over the first N of --hosts by SSH, a sampler on each over SSH.
-- ``slurm``: one batch job per point (sbatch, then scontrol every second until it ends), srun
+- ``slurm``: one batch job per point (sbatch, then scontrol every second until it ends; time in
+  the queue is not run time), srun
   starting one sampler per allocated node and the ranks (PMIx for Horovod's MPI, SLURM_* for
   PyTorch); scancel on interrupt.
 """
@@ -57,30 +58,36 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def sampler_command(host: str, directory: Path, interval: float) -> list[str]:
+    """The command that samples HOST into DIRECTORY/<host>.jsonl: here, or over SSH (the
+    results directory is on shared storage, at the same path everywhere)."""
+    name = socket.gethostname() if host == "localhost" else host
+    args = [
+        dlperf_binary(),
+        "telemetry",
+        "--output",
+        str(directory / f"{name}.jsonl"),
+        "--interval",
+        str(interval),
+        # Every sampler ends when its stdin (a pipe from the sweep) closes: at stop(), or when
+        # the sweep itself dies, even by SIGKILL; SSH forwards that EOF, not signals.
+        "--stop-on-stdin-eof",
+    ]
+    if host == "localhost":
+        return args
+    # The remote shell splits the command line again: quoted, a path keeps its blanks.
+    return ["ssh", "-o", "BatchMode=yes", host, shlex.join(args)]
+
+
 class Telemetry:
     """Samplers on every node of a point (local or over SSH) for the point's duration."""
 
     def __init__(self, hosts: list[str], directory: Path, interval: float):
         self.procs: list[subprocess.Popen] = []
         for host in hosts:
-            name = socket.gethostname() if host == "localhost" else host
-            args = [
-                dlperf_binary(),
-                "telemetry",
-                "--output",
-                str(directory / f"{name}.jsonl"),
-                "--interval",
-                str(interval),
-                # Every sampler ends when its stdin (a pipe from this process) closes: at stop(),
-                # or when the sweep itself dies, even by SIGKILL; SSH forwards that EOF, not
-                # signals.
-                "--stop-on-stdin-eof",
-            ]
-            if host != "localhost":  # results directory on shared storage, same path everywhere
-                args = ["ssh", "-o", "BatchMode=yes", host, " ".join(args)]
             self.procs.append(
                 subprocess.Popen(
-                    args,
+                    sampler_command(host, directory, interval),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
@@ -238,6 +245,15 @@ FINAL_STATES = {
     "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
 }  # fmt: skip
 POLL_S = 1.0  # sbatch --wait backs off to 32 s between looks: too coarse for minute-long points
+# States in which a job waits to run (or to run again): its time there is not run time. A point
+# may wait in the queue as long as the site's scheduler keeps it there.
+WAITING_STATES = {
+    "PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
+    "SUSPENDED",
+}  # fmt: skip
+# Slurm ends a job at its --time (the sweep's --timeout). A job seen running (or not seen at all:
+# a controller that stops answering) this long past it is given up on and cancelled.
+GRACE_S = 600.0
 
 
 def job_state(job_id: str) -> dict:
@@ -297,20 +313,9 @@ def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
             with log.open("a") as fh:
                 fh.write(f"sbatch rc={submit.returncode}: {submit.stderr.strip()}\n")
             return Launch(submit.returncode or 1, cmd, started, details)
-        # Slurm enforces --time; the deadline only guards against a controller that stops
-        # answering.
-        deadline = time.monotonic() + cfg.timeout + 600
-        state: dict = {}
         try:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a waiting interrupt raises here
-            while time.monotonic() < deadline:
-                state = job_state(job_id) or state
-                if state.get("JobState") in FINAL_STATES:
-                    break
-                time.sleep(POLL_S)
-            else:
-                cancel(job_id)
-                state = {**state, "JobState": "TIMEOUT"}
+            state = follow_job(job_id, cfg.timeout + GRACE_S, log, details)
         except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
             cancel(job_id)
             raise
@@ -322,6 +327,49 @@ def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         nodelist=state.get("NodeList"),
     )
     return Launch(exit_status(state), cmd, started, details)
+
+
+def follow_job(job_id: str, limit_s: float, log: Path, details: dict) -> dict:
+    """Poll the job until it ends; its last state. Time in the queue (WAITING_STATES) is not
+    counted against LIMIT_S: a busy partition holds a point as long as it must. Each reason it
+    waits for goes to the point's log, the time to its start to DETAILS (queued_s). A job seen
+    running, or not seen, for longer than LIMIT_S is cancelled and said so in the log."""
+    submitted = last = time.monotonic()
+    counted = 0.0
+    state: dict = {}
+    said = None
+    while True:
+        answer = job_state(job_id)
+        now = time.monotonic()
+        waiting = bool(answer) and answer.get("JobState") in WAITING_STATES
+        if not waiting:
+            counted += now - last
+        last = now
+        state = answer or state
+        if state.get("JobState") in FINAL_STATES:
+            return state
+        if waiting and (answer["JobState"], answer.get("Reason")) != said:
+            said = (answer["JobState"], answer.get("Reason"))
+            with log.open("a") as fh:
+                fh.write(f"dlperf sweep: slurm job {job_id} {said[0]} ({said[1] or 'no reason'})\n")
+        elif answer and not waiting and "queued_s" not in details:
+            details["queued_s"] = round(now - submitted, 1)
+        if counted > limit_s:
+            break
+        time.sleep(POLL_S)
+    cancel(job_id)
+    with log.open("a") as fh:
+        fh.write(
+            f"dlperf sweep: slurm job {job_id} had not ended after {counted:.0f} s running or "
+            f"unseen (its --time plus {GRACE_S:.0f} s; last state "
+            f"{state.get('JobState') or 'unknown'}): cancelled it\n"
+        )
+    for _ in range(30):  # what Slurm makes of the cancel, if it answers
+        answer = job_state(job_id)
+        if answer.get("JobState") in FINAL_STATES:
+            return answer
+        time.sleep(POLL_S)
+    return state
 
 
 def cancel(job_id: str) -> None:

@@ -1,20 +1,24 @@
 """`dlperf model`: where multi-node scaling goes, predicted from measured parts.
 
-For data-parallel training with one gradient allreduce per step, on n nodes:
+For data-parallel training with one gradient allreduce per step, on n nodes of g GPUs (N = n g
+ranks):
 
-    t_comm(n) = 2 (n - 1) alpha + 2 (n - 1) / n * S / B     ring over the nodes (alpha-beta)
+    t_comm(n) = 2 (N - 1) alpha + 2 (N - 1) / N * S / B     one ring over all N ranks (alpha-beta)
               = S / algbw(n)                                or as `dlperf allreduce` measured it
     t_step(n) = t_step(1) + (1 - overlap) * t_comm(n)       overlap: share hidden by backward
     X(n)      = min(n g b / t_step(n), n * input ceiling)   images/s
     eff(n)    = X(n) / (n X(1))
     TTA(n)    = epochs(n) * images / X(n)
 
-t_step(1) is the measured one-node step (its intra-node reduction included), g the GPUs per
-node, b the batch per GPU, S the gradient bytes (parameters x bytes per element at the
-allreduce's precision), B the per-node injection bandwidth of the fabric and alpha its per-step
-latency. The input ceiling is a node's sustained read rate over the image size. Each loss is
-reported on its own: communication (1 - t_step(1)/t_step(n)), input (throughput the ceiling
-takes away) and convergence (more epochs than one node needs).
+The ring is the one NCCL and Horovod run by default (no hierarchical allreduce): it passes
+through every node, so each node's link carries 2 (N - 1) / N of the gradients, not the
+2 (n - 1) / n a ring over the nodes alone (HOROVOD_HIERARCHICAL_ALLREDUCE) would. t_step(1) is
+the measured one-node step (its intra-node reduction included), b the batch per GPU, S the
+gradient bytes (parameters x bytes per element at the allreduce's precision), B the per-node
+injection bandwidth of the fabric and alpha its per-step latency. The input ceiling is a node's
+sustained read rate over the image size. Each loss is reported on its own: communication
+(1 - t_step(1)/t_step(n)), input (throughput the ceiling takes away) and convergence (more epochs
+than one node needs).
 """
 
 from __future__ import annotations
@@ -72,8 +76,9 @@ def comm_time(inputs: ModelInputs, nodes: int) -> tuple[float, str]:
         return inputs.gradient_bytes / (nbytes / seconds), "measured"
     alpha = inputs.latency_us * 1e-6
     beta = inputs.bandwidth_gbit * 1e9 / 8
-    steps = 2 * (nodes - 1)
-    return steps * alpha + steps / nodes * inputs.gradient_bytes / beta, "alpha-beta"
+    ranks = nodes * inputs.gpus_per_node
+    steps = 2 * (ranks - 1)
+    return steps * alpha + steps / ranks * inputs.gradient_bytes / beta, "alpha-beta"
 
 
 def predict(inputs: ModelInputs, nodes: list[int]) -> list[dict]:

@@ -118,7 +118,9 @@ def milestone(text: str) -> bool:
 
 
 def results_table(run_dir: Path) -> list[str]:
-    """The sweep's summary as the report computed it (report/summary.json), one row per point."""
+    """The sweep's summary as the report computed it (report/summary.json), one row per point:
+    throughput, its speedup and scaling efficiency over the smallest point, then time to accuracy
+    and its speedup."""
     try:
         rows = json.loads((run_dir / "report" / "summary.json").read_text())["rows"]
     except (OSError, ValueError, KeyError):
@@ -128,7 +130,7 @@ def results_table(run_dir: Path) -> list[str]:
         return "-" if value is None else format(value, spec)
 
     lines = [f"{'nodes':>5} {'workers':>7} {'img/s':>9} {'speedup':>7} {'efficiency':>10}  "
-             "time to accuracy"]  # fmt: skip
+             f"{'time to accuracy':>16} {'speedup':>7}"]  # fmt: skip
     for r in rows:
         tta = r.get("time_to_accuracy_s")
         cells = [
@@ -136,8 +138,9 @@ def results_table(run_dir: Path) -> list[str]:
             f"{r.get('workers') or '-':>7}",
             f"{num(r.get('throughput_img_per_s'), '.1f'):>9}",
             f"{num(r.get('throughput_speedup'), '.2f'):>7}",
-            f"{num(r.get('scaling_efficiency'), '.0%'):>10} ",
-            clock(tta) if tta is not None else "-",
+            f"{num(r.get('throughput_efficiency'), '.0%'):>10} ",
+            f"{clock(tta) if tta is not None else '-':>16}",
+            f"{num(r.get('speedup'), '.2f'):>7}",
         ]
         if r.get("status") != "ok":
             cells.append(f"({r.get('status')})")

@@ -90,6 +90,8 @@ def validate(cfg: SweepConfig) -> None:
         raise SweepError("--output is set by the sweep for each point; do not pass it")
     if cfg.telemetry_interval <= 0:
         raise SweepError(f"--telemetry-interval {cfg.telemetry_interval}: must be > 0")
+    if cfg.timeout <= 0:
+        raise SweepError(f"--timeout {cfg.timeout}: must be > 0 (seconds a point may run)")
 
 
 def point_dir(root: Path, nodes: int) -> Path:

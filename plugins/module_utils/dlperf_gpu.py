@@ -110,7 +110,13 @@ def classify(topology: dict) -> dict:
     matrix = topology["matrix"]
     nvlink = any(re.fullmatch(r"NV\d+", v or "") for g in gpus for v in matrix.get(g, {}).values())
     if not gpus:
-        return {"layout": "none", "sockets": 0, "pcie_switch": False, "nvlink": False}
+        return {
+            "layout": "none",
+            "sockets": 0,
+            "pcie_switch": False,
+            "nvlink": False,
+            "description": LAYOUTS["none"],
+        }
     sockets_by = topology["numa_affinity"] or topology["cpu_affinity"]
     sockets = len({sockets_by.get(g, "?") for g in gpus})
     switch = any(v in SWITCH_LINKS for g in gpus for v in matrix.get(g, {}).values())

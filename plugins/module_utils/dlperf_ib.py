@@ -141,6 +141,20 @@ def read_devices(sysfs_root: str = "/") -> list[dict]:
     return devices
 
 
+def active_ports(devices: list[dict]) -> list[dict]:
+    """Every ACTIVE port as {device, port, link_layer, rate}: host channel adapters first, then
+    soft-RoCE devices, each in name and port order. The first is the one to test the fabric on:
+    a node may also hold a port that is down, or another vendor's RoCE device."""
+    ports = [
+        {"device": d["name"], "port": p, "link_layer": v["link_layer"], "rate": v["rate"],
+         "soft_roce": d["soft_roce"]}
+        for d in devices
+        for p, v in d["ports"].items()
+        if v["state"] == "ACTIVE"
+    ]  # fmt: skip
+    return sorted(ports, key=lambda a: (a["soft_roce"], a["device"], int(a["port"] or 0)))
+
+
 def read_ipoib(sysfs_root: str = "/") -> list[dict]:
     base = os.path.join(sysfs_root, "sys/class/net")
     out = []

@@ -29,7 +29,11 @@ def launch_command(
     network_interface: str | None = None,
     start_timeout: int = 300,
     extra_launcher_args: list[str] | None = None,
+    forward_env: list[str] | None = None,
 ) -> list[str]:
+    """The command that starts a `dlperf train` job. mpirun passes ranks on other hosts only
+    the variables it is told to (-x): PATH, LD_LIBRARY_PATH, the rendezvous and FORWARD_ENV
+    (the job's environment: interfaces, timeouts, NCCL_* settings)."""
     slots = total_slots(hosts)
     np = np or slots
     if np > slots:
@@ -60,15 +64,11 @@ def launch_command(
             "none",
             "--map-by",
             "slot",
-            "-x",
-            "PATH",
-            "-x",
-            "LD_LIBRARY_PATH",
-            "-x",
-            "MASTER_ADDR",
-            "-x",
-            "MASTER_PORT",
         ]
+        names = ["PATH", "LD_LIBRARY_PATH", "MASTER_ADDR", "MASTER_PORT"]
+        names += sorted(set(forward_env or []) - set(names))
+        for name in names:
+            cmd += ["-x", name]
         if network_interface:
             cmd += [
                 "--mca",

@@ -79,12 +79,16 @@ options:
       - C(MASTER_ADDR) (the first host of O(hosts)) and C(MASTER_PORT) (29500), where the
         PyTorch engine's ranks meet, are set unless given here or in the environment; with
         O(network_interface), so are C(GLOO_SOCKET_IFNAME) and C(NCCL_SOCKET_IFNAME).
+      - With O(launcher=mpirun) every variable named here and the ones above are exported to the
+        ranks on every host (C(-x)); mpirun passes the others only to ranks on its own host.
     type: dict
     default: {}
 attributes:
   check_mode:
     support: full
-    description: In check mode the launch command is worked out and returned; nothing is started.
+    description: >-
+      In check mode the launch command is worked out and returned, reported as a change (a job
+      would run); nothing is started.
 """
 
 EXAMPLES = r"""
@@ -132,6 +136,7 @@ import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_job import (  # noqa: E402
+    GLOO_TIMEOUT_DEFAULT,
     job_environment,
     launch_command,
     log_tail,
@@ -171,6 +176,7 @@ def main() -> None:
     log = os.path.join(output, "job.log")
     result_file = os.path.join(output, "result.json")
     try:
+        defaults = rendezvous_environment(p["hosts"], p["network_interface"])
         cmd = launch_command(
             p["launcher"],
             p["hosts"],
@@ -181,16 +187,17 @@ def main() -> None:
             network_interface=p["network_interface"],
             start_timeout=p["start_timeout"],
             extra_launcher_args=p["launcher_args"],
+            # What the job's environment sets reaches the ranks on every host.
+            forward_env=[*GLOO_TIMEOUT_DEFAULT, *defaults, *p["environment"]],
         )
     except ValueError as exc:
         module.fail_json(msg=f"hosts/np: {exc}")
-    if module.check_mode:
-        module.exit_json(changed=False, cmd=cmd, log=log, result_file=result_file)
+    if module.check_mode:  # a job would run: a check run reports it as a change
+        module.exit_json(changed=True, cmd=cmd, log=log, result_file=result_file)
 
     os.makedirs(output, exist_ok=True)
     if os.path.exists(result_file):  # never report a previous job's numbers as this one's
         os.unlink(result_file)
-    defaults = rendezvous_environment(p["hosts"], p["network_interface"])
     if p["launcher"] == "srun" and p["network_interface"]:
         defaults["OMPI_MCA_btl_tcp_if_include"] = p["network_interface"]
     env = job_environment(dict(os.environ), p["environment"], defaults=defaults)

@@ -23,7 +23,10 @@ options:
     type: str
     default: nvidia-smi
   timeout:
-    description: Seconds to wait for each nvidia-smi call.
+    description:
+      - Seconds to wait for each nvidia-smi call (at least 1).
+      - One that does not answer in time (a GPU fallen off the bus, a hung driver) is ended, and
+        the node is reported without a GPU, with the reason in C(message).
     type: int
     default: 30
   sysfs_pci_root:
@@ -142,12 +145,24 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
+    timeout = module.params["timeout"]
+    if timeout < 1:
+        module.fail_json(msg=f"timeout {timeout}: must be >= 1 (seconds for each nvidia-smi call)")
     binary = shutil.which(module.params["nvidia_smi"])
     if binary is None:
         absent(module, f"{module.params['nvidia_smi']} not found: no NVIDIA driver installed")
 
     def smi(*args: str) -> str:
-        rc, out, err = module.run_command([binary, *args])
+        # coreutils' timeout ends the call (TERM, then KILL 5 s later): 124 or 137 when it had to.
+        rc, out, err = module.run_command(
+            ["timeout", "--kill-after=5", str(timeout), binary, *args]
+        )
+        if rc in (124, 137):
+            absent(
+                module,
+                f"nvidia-smi {' '.join(args)} did not answer within {timeout} s: a GPU fallen "
+                "off the bus or a hung driver (look for Xid errors in the kernel log)",
+            )
         if rc != 0:
             absent(
                 module,

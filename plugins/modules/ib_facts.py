@@ -53,6 +53,14 @@ devices:
   type: list
   elements: dict
   returned: always
+active:
+  description:
+    - Every ACTIVE port as device, port, link_layer, rate and soft_roce; host channel adapters
+      first, then soft-RoCE devices, each in name and port order.
+    - The first is the port a fabric check should use (C(ib_write_bw -d DEVICE -i PORT)).
+  type: list
+  elements: dict
+  returned: always
 ipoib:
   description: IPoIB interfaces with name, mode (datagram or connected), mtu, operstate, address.
   type: list
@@ -62,6 +70,7 @@ ipoib:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_ib import (  # noqa: E402
+    active_ports,
     read_devices,
     read_ipoib,
 )
@@ -74,7 +83,11 @@ def main() -> None:
     root = module.params["sysfs_root"]
     devices = read_devices(root)
     module.exit_json(
-        changed=False, ib_present=bool(devices), devices=devices, ipoib=read_ipoib(root)
+        changed=False,
+        ib_present=bool(devices),
+        devices=devices,
+        active=active_ports(devices),
+        ipoib=read_ipoib(root),
     )
 
 

@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.bmc.emulator import system_id
 from tests.conftest import PlaybookRun, ansible_bin, json_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +48,9 @@ BIOS = {
     "SysProfile": "PerfPerWattOptimizedDapc",
 }
 LIBVIRT_NODES = ("c4140-01", "c4140-02")
+# c4140-02's BMC manages a second system beside the node's own: its inventory names the node's
+# (bmc_resource_id), and nothing may reach the other.
+SHARED_NODE, OTHER_SYSTEM = "c4140-02", "c4140-02-sled-b"
 FAKE_NODE = "c4140-03"  # virtual media (the fake backend)
 DEAD_NODE = "c4140-04"  # a BMC address where nothing answers
 
@@ -132,12 +136,16 @@ class Bmcs:
         with urllib.request.urlopen(request, context=context, timeout=10) as response:
             return json.load(response)
 
-    def system(self, node: str) -> dict:
-        member = self.get(node, "/redfish/v1/Systems")["Members"][0]["@odata.id"]
-        return self.get(node, member)
+    def system(self, node: str, name: str | None = None) -> dict:
+        """NODE's system on its BMC, or the BMC's system NAME."""
+        members = [m["@odata.id"] for m in self.get(node, "/redfish/v1/Systems")["Members"]]
+        if node == SHARED_NODE or name:
+            wanted = system_id(name or node)
+            members = [m for m in members if m.rstrip("/").endswith("/" + wanted)]
+        return self.get(node, members[0])
 
-    def bios(self, node: str) -> dict:
-        return self.get(node, self.system(node)["Bios"]["@odata.id"])["Attributes"]
+    def bios(self, node: str, name: str | None = None) -> dict:
+        return self.get(node, self.system(node, name)["Bios"]["@odata.id"])["Attributes"]
 
     def play(self, playbook: str, *args: str, extra: dict | None = None) -> PlaybookRun:
         cmd = [
@@ -258,12 +266,17 @@ def bmcs(tmp_path_factory):
     (inventory / "host_vars" / f"{FAKE_NODE}.yml").write_text(
         yaml.safe_dump({"bmc_bios_attributes": {}})
     )
+    (inventory / "host_vars" / f"{SHARED_NODE}.yml").write_text(
+        yaml.safe_dump({"bmc_resource_id": system_id(SHARED_NODE)})
+    )
 
     procs = []
     try:
         for node in nodes[:3]:
             bmcs.logs[node] = workdir / f"{node}.log"
             extra = ["--fake"] if node == FAKE_NODE else ["--bios", json.dumps(BIOS)]
+            if node == SHARED_NODE:
+                extra += ["--also", OTHER_SYSTEM]
             # sushy keeps its state (power, boot, media) in sqlite files under TMPDIR.
             state = workdir / f"{node}-state"
             state.mkdir()

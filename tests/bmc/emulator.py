@@ -1,10 +1,12 @@
 """One node's BMC for the tests: sushy-tools' Redfish emulator, over HTTPS with basic auth.
 
-    python emulator.py NAME PORT CERT KEY HTPASSWD [--bios JSON] [--fake]
+    python emulator.py NAME PORT CERT KEY HTPASSWD [--bios JSON] [--also OTHER] [--fake]
 
 libvirt backend (default): the system is a domain of libvirt's built-in test driver
 (test:///default, in this process, no daemon), named NAME, running, whose BIOS starts with the
-attributes of --bios (a 14th-generation PowerEdge's factory settings in the tests). Power,
+attributes of --bios (a 14th-generation PowerEdge's factory settings in the tests); --also adds
+a second system OTHER with the same BIOS (a BMC that manages several). Each domain's UUID, the
+Id of its Redfish system, is system_id(its name). Power,
 reboot, boot override and BIOS attributes go through sushy's libvirt driver as they would for a
 QEMU guest. The test driver keeps its state only while a connection is open, so this process
 holds one for its lifetime. It has no volume upload, so virtual media needs the other backend:
@@ -19,10 +21,16 @@ import argparse
 import json
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 SUSHY_NS = "http://openstack.org/xmlns/libvirt/sushy"
+
+
+def system_id(name: str) -> str:
+    """The UUID of the domain NAME: sushy's Id of its Redfish system."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.bmc.test"))
 
 
 def domain_xml(name: str, bios: dict[str, str]) -> str:
@@ -32,6 +40,7 @@ def domain_xml(name: str, bios: dict[str, str]) -> str:
     )
     return f"""<domain type='test'>
   <name>{name}</name>
+  <uuid>{system_id(name)}</uuid>
   <memory unit='GiB'>8</memory>
   <vcpu>4</vcpu>
   <metadata><sushy:bios xmlns:sushy='{SUSHY_NS}'><sushy:attributes>{attributes}</sushy:attributes>
@@ -54,6 +63,7 @@ def main() -> int:
     parser.add_argument("key")
     parser.add_argument("htpasswd")
     parser.add_argument("--bios", default="{}", help="initial BIOS attributes (JSON object)")
+    parser.add_argument("--also", help="a second system's name (libvirt backend)")
     parser.add_argument("--fake", action="store_true")
     args = parser.parse_args()
 
@@ -79,7 +89,8 @@ def main() -> int:
             if domain.isActive():
                 domain.destroy()
             domain.undefine()
-        conn.defineXML(domain_xml(args.name, json.loads(args.bios))).create()
+        for name in filter(None, (args.name, args.also)):
+            conn.defineXML(domain_xml(name, json.loads(args.bios))).create()
         main.conn = conn
         backend = ["--libvirt-uri", "test:///default"]
     config.write_text("".join(f"{k} = {v!r}\n" for k, v in settings.items()))

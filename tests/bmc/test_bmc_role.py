@@ -11,7 +11,15 @@ import json
 
 import pytest
 
-from tests.bmc.conftest import BIOS, DEAD_NODE, FAKE_NODE, LIBVIRT_NODES
+from tests.bmc.conftest import (
+    BIOS,
+    DEAD_NODE,
+    FAKE_NODE,
+    LIBVIRT_NODES,
+    OTHER_SYSTEM,
+    SHARED_NODE,
+)
+from tests.bmc.emulator import system_id
 
 PROFILE = {
     "SysProfile": "PerfOptimized",
@@ -74,6 +82,31 @@ def test_first_run_writes_the_profile_reboots_and_verifies(bmcs, first_run):
     assert all(rebooted[n]["changed"] for n in LIBVIRT_NODES)
     shown = results(first_run, "Show the system")
     assert "power On" in shown["c4140-02"]["msg"] and "BIOS 1.0.0" in shown["c4140-02"]["msg"]
+
+
+def test_on_a_bmc_with_several_systems_only_the_one_named_is_touched(bmcs, first_run):
+    assert bmcs.bios(SHARED_NODE) == {**BIOS, **PROFILE}
+    assert bmcs.bios(SHARED_NODE, OTHER_SYSTEM) == BIOS
+    writes = [
+        line for line in bmcs.logs[SHARED_NODE].read_text().splitlines()
+        if "PATCH /redfish/" in line or "POST /redfish/" in line
+    ]  # fmt: skip
+    assert any(f"/Systems/{system_id(SHARED_NODE)}/BIOS/Settings" in line for line in writes)
+    assert writes and not [line for line in writes if system_id(OTHER_SYSTEM) in line]
+
+
+def test_a_resource_id_the_bmc_lacks_fails_naming_its_systems(bmcs, second_run):
+    run = bmcs.play(
+        "playbooks/bmc.yml",
+        "--limit",
+        SHARED_NODE,
+        extra={"bmc_resource_id": "sled-z", "bmc_bios_attributes": {"LogicalProc": "Disabled"}},
+    )
+    assert run.rc != 0
+    message = failure(run, SHARED_NODE)
+    assert "bmc_resource_id 'sled-z': the BMC has no such system" in message, message
+    assert system_id(SHARED_NODE) in message and system_id(OTHER_SYSTEM) in message
+    assert bmcs.bios(SHARED_NODE)["LogicalProc"] == "Enabled"
 
 
 def test_a_bmc_that_does_not_answer_fails_its_host_only(bmcs, first_run):

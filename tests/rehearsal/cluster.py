@@ -88,8 +88,9 @@ class Cluster:
 
     @property
     def ansible_env(self) -> dict:
-        """Facts cached for this cluster only: its containers reuse the reference's host names,
-        and the repository's fact cache (ansible.cfg) would hand them another cluster's facts."""
+        """ansible-runner's fact cache, shared by this cluster's runs only (the re-run reuses
+        the first run's facts); its containers reuse the reference's host names, so another
+        cluster's cache would hand them the wrong facts."""
         return {"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.workdir / "facts")}
 
     @property

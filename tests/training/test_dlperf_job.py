@@ -62,12 +62,27 @@ def job(run_playbook, output: Path, check: bool, **options):
 
 def test_check_mode_returns_the_command_and_starts_nothing(run_playbook, tmp_path):
     rc, result = job(run_playbook, tmp_path / "out", check=True, network_interface="eth1")
-    assert rc == 0 and result["changed"] is False
+    assert rc == 0 and result["changed"] is True  # a job would run
     cmd = result["cmd"]
     assert cmd[:5] == ["horovodrun", "-np", "2", "-H", "localhost:2"]
     assert "--gloo" in cmd and cmd[cmd.index("--network-interface") + 1] == "eth1"
     assert cmd[-2:] == ["--output", str(tmp_path / "out")]
     assert not (tmp_path / "out").exists()
+
+
+def test_mpirun_exports_the_jobs_environment_to_every_host(run_playbook, tmp_path):
+    rc, result = job(
+        run_playbook, tmp_path / "out", check=True, hosts="c1:4,c2:4", launcher="mpirun",
+        network_interface="ib0", environment={"NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "WARN"},
+    )  # fmt: skip
+    assert rc == 0, result.get("msg")
+    cmd = result["cmd"]
+    exported = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-x"]
+    assert exported == [
+        "PATH", "LD_LIBRARY_PATH", "MASTER_ADDR", "MASTER_PORT",  # then the job's, sorted
+        "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_TIMEOUT_SECONDS", "NCCL_DEBUG", "NCCL_IB_HCA",
+        "NCCL_SOCKET_IFNAME",
+    ]  # fmt: skip
 
 
 def test_two_rank_job_returns_its_parsed_result(run_playbook, tmp_path):

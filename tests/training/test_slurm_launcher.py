@@ -9,10 +9,13 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from dlperf import launchers
+from dlperf.sweep import SweepConfig
 
 from .conftest import BIN, ENV, TINY
 
@@ -153,3 +156,68 @@ def test_pytorch_ranks_meet_at_a_port_the_first_allocated_node_picked(slurm, tmp
     fingerprints = result["param_fingerprints"]
     assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1]
     assert "srun --mpi=none" in (tmp_path / "torch" / "1nodes" / "job.sh").read_text()
+
+
+def run_point_job(
+    slurm, tmp_path, monkeypatch, *, timeout: int, sbatch: list[str], train: list[str]
+):
+    """launchers.run_slurm for one 1-rank point, in this process (as the sweep calls it), with
+    the sweep's environment."""
+    for name, value in {**ENV, "SLURM_CONF": slurm.env["SLURM_CONF"]}.items():
+        monkeypatch.setenv(name, value)
+    cfg = SweepConfig(
+        nodes=[1], procs_per_node=1, launcher="slurm", results=tmp_path, run_id="q",
+        train_args=train, timeout=timeout, sbatch_args=["--partition=test", *sbatch],
+    )  # fmt: skip
+    partial = tmp_path / "point"
+    (partial / "telemetry").mkdir(parents=True)
+    log = partial / "train.log"
+    return launchers.run_slurm(cfg, 1, partial, log), log
+
+
+def test_time_in_the_queue_is_not_counted_against_the_points_timeout(slurm, tmp_path, monkeypatch):
+    # A busy partition: the job waits (held here) longer than --timeout plus the grace the sweep
+    # gives a running job, then runs and completes.
+    monkeypatch.setattr(launchers, "GRACE_S", 5.0)
+    held_s = 25  # > timeout 15 + grace 5
+
+    def release_later():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ids = slurm.run(
+                "squeue", "--noheader", "--states=PENDING", "--format=%i"
+            ).stdout.split()
+            if ids:
+                time.sleep(held_s)
+                slurm.run("scontrol", "release", *ids)
+                return
+            time.sleep(0.2)
+
+    releaser = threading.Thread(target=release_later, daemon=True)
+    releaser.start()
+    launch, log = run_point_job(
+        slurm, tmp_path, monkeypatch, timeout=15, sbatch=["--hold"], train=THROUGHPUT
+    )
+    releaser.join()
+    text = log.read_text()
+    assert launch.rc == 0, text[-3000:]
+    assert launch.details["job_state"] == "COMPLETED"
+    assert launch.details["queued_s"] >= held_s
+    assert f"slurm job {launch.details['job_id']} PENDING (JobHeld" in text  # why it waited
+    assert (tmp_path / "point" / "result.json").exists()
+
+
+def test_a_job_running_past_its_time_and_the_grace_is_cancelled_and_said_so(
+    slurm, tmp_path, monkeypatch
+):
+    # Slurm would end it at its --time (1 minute at the least); with the grace shortened, the
+    # sweep's own limit comes first, as it does on a cluster whose controller stopped answering.
+    monkeypatch.setattr(launchers, "GRACE_S", 2.0)
+    long = [*TINY, "--batch-size", "16", "--iterations", "100000", "--warmup-iterations", "2"]
+    t0 = time.monotonic()
+    launch, log = run_point_job(slurm, tmp_path, monkeypatch, timeout=3, sbatch=[], train=long)
+    assert time.monotonic() - t0 < 55  # before Slurm's own limit
+    assert launch.rc != 0
+    assert launch.details["job_state"] == "CANCELLED"
+    assert "had not ended" in log.read_text() and "cancelled it" in log.read_text()
+    assert slurm.drained(within=60) == []

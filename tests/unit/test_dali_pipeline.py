@@ -63,6 +63,27 @@ def test_validation_reads_every_image_once_across_uneven_shards(records):
     assert sorted(seen) == list(range(N))
 
 
+def test_every_evaluation_reads_the_shard_once_when_shards_differ_by_a_batch(records):
+    # Batch 5: the 15-record shard fills 3 batches exactly, the 16-record ones need 4. DALI pads
+    # every shard to 16 and on to 20, so every rank must read 4 batches, or the unread padding
+    # opens the next evaluation.
+    for rank in range(3):
+        val = data(records, False, rank, batch=5)
+        assert val.steps == 4
+        shards = []
+        for _ in range(3):
+            shards.append(
+                sorted(
+                    record_of(image)
+                    for images, _labels, valid in val
+                    for image, ok in zip(images, valid, strict=True)
+                    if ok
+                )
+            )
+        start = N * rank // 3
+        assert shards == [list(range(start, start + shard_size(N, rank, 3)))] * 3
+
+
 def test_training_gives_every_rank_the_same_whole_batches_every_epoch(records):
     counts = Counter()
     for rank in range(3):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,27 @@ def test_node_whose_driver_is_not_loaded_has_no_gpu_and_does_not_fail(run_playbo
     facts = gpu_facts(run_playbook, "nodriver")
     assert facts["gpu_present"] is False
     assert "couldn't communicate with the NVIDIA driver" in facts["message"]
+
+
+def test_an_nvidia_smi_that_hangs_is_ended_and_named(run_playbook, tmp_path):
+    hung = tmp_path / "nvidia-smi"
+    hung.write_text("#!/bin/sh\nexec sleep 600\n")  # as it does when a GPU has fallen off the bus
+    hung.chmod(0o755)
+    t0 = time.monotonic()
+    facts = gpu_facts(run_playbook, "unused", binary=str(hung), timeout=2)
+    assert time.monotonic() - t0 < 60
+    assert facts["gpu_present"] is False and facts["gpus"] == []
+    assert "did not answer within 2 s" in facts["message"], facts["message"]
+
+
+def test_gpus_whose_topology_nvidia_smi_leaves_empty_are_still_reported(run_playbook, tmp_path):
+    # The query lists the GPUs, but `topo -m` exits 0 and prints no matrix: still facts, no crash.
+    fixture = tmp_path / "no-topology"
+    shutil.copytree(FIXTURES / "nvidia-smi" / "c4140-m", fixture)
+    (fixture / "topo.txt").write_text("")
+    facts = gpu_facts(run_playbook, str(fixture))
+    assert facts["gpu_present"] and len(facts["gpus"]) == 4
+    assert facts["pcie_layout"] == "none" and facts["pcie_layout_description"]
 
 
 def fake_pci(root: Path, devices: dict[str, tuple[str, str]]) -> str:

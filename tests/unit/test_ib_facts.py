@@ -6,6 +6,7 @@ a real kernel, `rdma link add rxe0 type rxe netdev eth0`, and ib_write_bw traffi
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -144,3 +145,25 @@ def test_telemetry_samples_the_same_counters_without_reading_the_gid_table(
     # each sample reads a handful of files, none of the port's GID table (rxe0 has 1024)
     assert len(list((rxe_root / "sys/class/infiniband/rxe0/ports/1/gids").iterdir())) > 100
     assert read and not [p for p in read if "/gids/" in p], read
+
+
+def test_the_active_ports_put_adapters_first_and_leave_ports_that_are_down_out(
+    run_playbook, rxe_root, tmp_path
+):
+    # Beside the captured rxe0: another vendor's RoCE device whose port is down, and a dual-port
+    # HCA with port 1 down and port 2 up (sorted first by name, both; neither is soft-RoCE).
+    root = tmp_path / "sysfs"
+    shutil.copytree(rxe_root, root, symlinks=True)
+    base = root / "sys/class/infiniband"
+    for name in ("bnxt_re0", "mlx5_0"):
+        shutil.copytree(base / "rxe0", base / name, symlinks=True)
+        (base / name / "parent").unlink()
+        (base / name / "ports/1/state").write_text("1: DOWN\n")
+    shutil.copytree(base / "mlx5_0/ports/1", base / "mlx5_0/ports/2", symlinks=True)
+    (base / "mlx5_0/ports/2/state").write_text("4: ACTIVE\n")
+    facts = ib_facts(run_playbook, root)
+    assert [(a["device"], a["port"], a["soft_roce"]) for a in facts["active"]] == [
+        ("mlx5_0", "2", False),
+        ("rxe0", "1", True),
+    ]
+    assert facts["active"][0]["link_layer"] == "Ethernet" and facts["active"][0]["rate"]

@@ -81,8 +81,11 @@ def dry_plays(playbook: str) -> list[dict]:
         ]
         for task in flat(play["tasks"]):
             keep = {k: task[k] for k in ("loop", "when") if k in task}
+            # (the validation table's verdict is no precondition: it judges rows, which a dry run
+            # has none of, and counts a node without rows as failed)
             if "ansible.builtin.assert" in task and "loop" not in task:
-                tasks.append(task)
+                if play["name"] != "The validation table":
+                    tasks.append(task)
             elif "argv" in task.get("ansible.builtin.command", {}):
                 argv = task["ansible.builtin.command"]["argv"]
                 msg = (

@@ -232,9 +232,11 @@ def test_the_summary_table_is_the_reports(tmp_path):
                     "--output", str(run / "report")], check=True, capture_output=True)  # fmt: skip
     table = results_table(run)
     assert table[0].split() == ["nodes", "workers", "img/s", "speedup", "efficiency", "time", "to",
-                                "accuracy"]  # fmt: skip
+                                "accuracy", "speedup"]  # fmt: skip
     assert [row.split()[:2] for row in table[1:]] == [["1", "1"], ["2", "2"]]
-    assert table[2].split()[3] == "0.64"
+    # the efficiency is the throughput's, beside its speedup: 0.64 over twice the nodes
+    assert table[2].split()[3:5] == ["0.64", "32%"]
+    assert table[1].split()[3:5] == ["1.00", "100%"]
     assert results_table(tmp_path / "elsewhere") == []
 
 

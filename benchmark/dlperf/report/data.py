@@ -73,39 +73,46 @@ def load_points(results: Path) -> list[Point]:
     return sorted(points, key=lambda p: p.nodes)
 
 
-def rate_series(
+def counter_series(
     rows: list[dict], section: str, key: str, select=None
 ) -> tuple[list[float], list[float]]:
-    """Sum a cumulative counter over the section's entries, as MB/s between samples."""
+    """(sample times, a cumulative counter summed over the section's entries) of one host."""
     times, totals = [], []
     for row in rows:
         entries = row.get(section)
         if not entries:  # source missing, or nothing of that kind on the node (no NFS mount)
             continue
-        total = sum(v.get(key) or 0 for k, v in entries.items() if select is None or select(k))
+        if times and row["t"] <= times[-1]:
+            continue
         times.append(row["t"])
-        totals.append(total)
-    xs, ys = [], []
-    for i in range(1, len(times)):
-        dt = times[i] - times[i - 1]
-        if dt > 0:
-            xs.append(times[i] - times[0])
-            ys.append(max(0.0, (totals[i] - totals[i - 1]) / dt / 1e6))
-    return xs, ys
+        totals.append(
+            sum(v.get(key) or 0 for k, v in entries.items() if select is None or select(k))
+        )
+    return times, totals
 
 
 def cluster_rate(
     point: Point, section: str, key: str, select=None
 ) -> tuple[list[float], list[float]] | None:
-    """Rate summed over the point's hosts (aligned on each host's own sample times)."""
-    series = [rate_series(rows, section, key, select) for _, rows in point.telemetry.values()]
-    series = [s for s in series if s[0]]
-    if not series:
+    """Rate summed over the point's hosts, MB/s, against seconds since the first sample of any.
+
+    The hosts' samplers start seconds apart (over SSH, or as srun reaches each node) and sample
+    at their own instants, so their samples are not summed by number: each host's counter is
+    interpolated at the times of one grid (the sampling interval apart), the hosts' counters are
+    added, and the sum is differenced. Bytes are conserved; a host adds nothing before its first
+    sample or after its last one."""
+    import numpy as np
+
+    counters = [counter_series(rows, section, key, select) for _, rows in point.telemetry.values()]
+    counters = [c for c in counters if len(c[0]) >= 2]
+    if not counters:
         return None
-    length = min(len(s[0]) for s in series)
-    xs = series[0][0][:length]
-    ys = [sum(s[1][i] for s in series) for i in range(length)]
-    return xs, ys
+    step = float(np.median(np.concatenate([np.diff(times) for times, _ in counters])))
+    start, end = min(c[0][0] for c in counters), max(c[0][-1] for c in counters)
+    grid = start + step * np.arange(int(np.ceil((end - start) / step - 1e-9)) + 1)
+    total = sum(np.interp(grid, times, values) for times, values in counters)
+    rates = np.maximum(0.0, np.diff(total) / step / 1e6)  # a counter reset reads as no traffic
+    return (grid[1:] - start).tolist(), rates.tolist()
 
 
 def missing_sources(point: Point, source: str) -> list[str]:
@@ -141,6 +148,7 @@ def summary_rows(points: list[Point]) -> list[dict]:
             r.get("throughput_img_per_s"),
             base.result.get("throughput_img_per_s") if base else None,
         )
+        tput_speedup = tput / base_tput if (p.ok and tput and base_tput) else None
         rows.append(
             {
                 "nodes": p.nodes,
@@ -151,7 +159,10 @@ def summary_rows(points: list[Point]) -> list[dict]:
                 "speedup": speedup,
                 "scaling_efficiency": speedup * base.nodes / p.nodes if speedup and base else None,
                 "throughput_img_per_s": tput,
-                "throughput_speedup": tput / base_tput if (p.ok and tput and base_tput) else None,
+                "throughput_speedup": tput_speedup,
+                "throughput_efficiency": (
+                    tput_speedup * base.nodes / p.nodes if tput_speedup and base else None
+                ),
                 "backend": r.get("backend"),
                 "precision": r.get("precision"),
                 "gpu": gpu_model(r),

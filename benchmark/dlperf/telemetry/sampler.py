@@ -88,7 +88,7 @@ class Sampler:
             "missing": self.missing,
         }
         written = rows = 0
-        end = time.monotonic() + duration if duration else None
+        end = time.monotonic() + duration if duration is not None else None
         with self.output.open("w") as fh:
             for record in (header, first):
                 line = json.dumps(record) + "\n"

@@ -59,8 +59,11 @@ class DaliData:
         if train:
             self.steps = steps_per_epoch(self.records, batch, world)
         else:
+            # pad_last_batch pads every shard to the largest one's size and then to whole
+            # batches: every rank reads that many batches, or a padded batch left unread would
+            # open its next evaluation (and all ranks step together through evaluate's sums).
             self.size = shard_size(self.records, rank, world)
-            self.steps = math.ceil(self.size / batch)
+            self.steps = math.ceil(math.ceil(self.records / world) / batch)
         on_gpu = device.type == "cuda"
 
         @pipeline_def(

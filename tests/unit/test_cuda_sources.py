@@ -1,0 +1,67 @@
+"""The cuda role's apt source file (templates/cuda.sources.j2) as each source writes it: NVIDIA's
+repository, with Debian's contrib section beside it where the host's sources lack it (NVIDIA's
+driver packages depend on nvidia-modprobe and glx-alternative-nvidia from there), or Debian's
+own sections. Rendered by Ansible's template lookup against this host's facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .test_role_input_validation import LOCAL
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "roles/cuda/templates/cuda.sources.j2"
+MIRROR = "http://deb.debian.org/debian"
+NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+
+
+RENDER = f"{{{{ lookup('ansible.builtin.template', '{TEMPLATE}') }}}}"
+
+
+def stanzas(run_playbook, **settings) -> list[dict[str, str]]:
+    plays = [
+        {
+            "name": "Render the source file",
+            "hosts": "localhost",
+            "gather_facts": True,
+            "vars": {"cuda_version": "12.9", "__cuda_keyring": "/etc/apt/keyrings/dlperf-cuda.asc",
+                     "__cuda_debian_uri": MIRROR, **settings},
+            "tasks": [{"name": "Render", "ansible.builtin.debug": {"msg": RENDER}}],
+        }
+    ]  # fmt: skip
+    run = run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, check=False)
+    assert run.rc == 0, run.failed_tasks()
+    text = next(result for name, _, result in run.task_results() if name == "Render")["msg"]
+    blocks = [b for b in text.split("\n\n") if "Types:" in b]
+    return [
+        dict(line.split(": ", 1) for line in b.splitlines() if line and not line.startswith("#"))
+        for b in blocks
+    ]
+
+
+@pytest.mark.parametrize("source", ["nvidia", "mirror"])
+def test_nvidia_packages_get_debians_contrib_where_the_host_lacks_it(run_playbook, source):
+    nvidia, contrib = stanzas(
+        run_playbook, cuda_source=source, __cuda_repo_uri=NVIDIA, __cuda_add_contrib=True
+    )
+    assert nvidia["URIs"] == NVIDIA and nvidia["Suites"] == "/" and "Components" not in nvidia
+    assert nvidia["Signed-By"] == "/etc/apt/keyrings/dlperf-cuda.asc"
+    assert contrib["URIs"] == MIRROR and contrib["Components"] == "contrib"
+    assert contrib["Suites"] == "bookworm"  # this host's release (Debian 12)
+    assert contrib["Signed-By"] == "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def test_a_host_whose_sources_have_contrib_gets_nvidias_repository_alone(run_playbook):
+    (nvidia,) = stanzas(
+        run_playbook, cuda_source="nvidia", __cuda_repo_uri=NVIDIA, __cuda_add_contrib=False
+    )
+    assert nvidia["URIs"] == NVIDIA
+
+
+def test_debians_own_cuda_comes_from_its_sections(run_playbook):
+    (debian,) = stanzas(
+        run_playbook, cuda_source="debian", __cuda_repo_uri=MIRROR, __cuda_add_contrib=False
+    )
+    assert debian["Components"] == "contrib non-free non-free-firmware"
+    assert debian["Suites"] == "bookworm"

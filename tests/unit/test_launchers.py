@@ -1,0 +1,28 @@
+"""How the hosts launcher starts each node's telemetry sampler: here, or over SSH."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from dlperf.launchers import dlperf_binary, sampler_command
+
+
+def test_the_remote_shell_gets_the_samplers_arguments_back_whole():
+    directory = Path("/shared/my runs/$HOME;x/1nodes/telemetry")  # blanks, $ and ; kept
+    cmd = sampler_command("c4140-02", directory, 0.5)
+    assert cmd[:4] == ["ssh", "-o", "BatchMode=yes", "c4140-02"] and len(cmd) == 5
+    # What sshd's shell on the node makes of the one command line: a real sh splits it.
+    words = subprocess.run(
+        ["sh", "-c", f'set -- {cmd[4]}; printf "%s\\n" "$@"'],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert words == [
+        dlperf_binary(), "telemetry", "--output", f"{directory}/c4140-02.jsonl",
+        "--interval", "0.5", "--stop-on-stdin-eof",
+    ]  # fmt: skip
+
+
+def test_here_the_sampler_is_started_without_a_shell():
+    cmd = sampler_command("localhost", Path("/r/with blank"), 1.0)
+    assert cmd[:2] == [dlperf_binary(), "telemetry"] and cmd[3].startswith("/r/with blank/")

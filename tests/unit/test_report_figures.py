@@ -1,0 +1,79 @@
+"""The report's series from results and telemetry as a sweep writes them: the cluster-wide rates
+of Figs. 5 and 6, and the lines Fig. 3b draws its speedups against."""
+
+from __future__ import annotations
+
+import pytest
+from dlperf.report.data import Point, cluster_rate
+from dlperf.report.figures import fig_time_to_accuracy
+
+MB = 1e6
+
+
+def samples(start: float, count: int, burst_at: float, burst: float, step: float = 1.0):
+    """One host's telemetry rows: an NFS read counter that grows by BURST bytes in the
+    interval ending at BURST_AT (flat otherwise), sampled every STEP s from START."""
+    rows = []
+    for i in range(count):
+        t = start + i * step
+        read = 5e9 + (burst if t >= burst_at else 0.0)  # a counter counted since boot
+        rows.append({"t": t, "nfs": {"/mnt/isilon": {"read_bytes": read}}})
+    return {}, rows
+
+
+def test_hosts_are_summed_at_the_same_instant_not_by_sample_number():
+    # Host b's sampler started 3 s after host a's (SSH start-up); both read 100 MB in the
+    # same second of the clock, 106-107.
+    point = Point(
+        2, {}, {"a": samples(100, 11, 107, 100 * MB), "b": samples(103, 11, 107, 100 * MB)}
+    )
+    xs, ys = cluster_rate(point, "nfs", "read_bytes")
+    assert xs == [float(x) for x in range(1, 14)]  # 100 .. 113, the grid of both hosts' samples
+    assert ys[xs.index(7.0)] == pytest.approx(200.0)  # both hosts' 100 MB/s, in one second
+    assert sum(ys) == pytest.approx(200.0)  # and nowhere else
+
+
+def test_samples_off_the_grid_share_their_bytes_between_its_intervals():
+    # Host b samples half a second off host a's instants: its 100 MB (106.5-107.5) fall half
+    # in the grid's interval 106-107 and half in 107-108; no byte is lost or counted twice.
+    point = Point(
+        2, {}, {"a": samples(100, 11, 107, 100 * MB), "b": samples(103.5, 8, 107.5, 100 * MB)}
+    )
+    xs, ys = cluster_rate(point, "nfs", "read_bytes")
+    assert ys[xs.index(7.0)] == pytest.approx(150.0) and ys[xs.index(8.0)] == pytest.approx(50.0)
+    assert sum(y * 1.0 for y in ys) == pytest.approx(200.0)
+
+
+def test_a_host_without_the_source_adds_nothing_and_none_at_all_draws_nothing():
+    empty = ({}, [{"t": 100.0 + i} for i in range(5)])  # no NFS mount on that node
+    point = Point(2, {}, {"a": samples(100, 5, 102, 10 * MB), "b": empty})
+    xs, ys = cluster_rate(point, "nfs", "read_bytes")
+    assert xs == [1.0, 2.0, 3.0, 4.0] and ys == pytest.approx([0.0, 10.0, 0.0, 0.0])
+    assert cluster_rate(Point(1, {}, {"b": empty}), "nfs", "read_bytes") is None
+
+
+def tta(nodes: int, status: str, seconds: float | None = None) -> Point:
+    result = {"status": status, "mode": "tta", "world_size": nodes, "epochs": 3}
+    if seconds is not None:
+        result["time_to_accuracy_s"] = seconds
+    return Point(nodes, result)
+
+
+def lines(fig) -> dict[str, tuple[list, list]]:
+    ax = fig.axes[1]
+    return {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.lines}
+
+
+def test_speedups_are_drawn_against_linear_from_the_point_they_are_measured_over():
+    # The 1-node point failed: speedups are over 2 nodes, and so are linear and the seed's.
+    drawn = lines(fig_time_to_accuracy([tta(1, "failed"), tta(2, "ok", 800), tta(4, "ok", 400)]))
+    assert drawn["this run"] == ([2, 4], [1.0, 2.0])
+    assert drawn["linear"] == ([2, 4], [1.0, 2.0])
+    seed_x, seed_y = drawn["seed (C4140-M, 4x V100/node)"]
+    assert seed_x == [2, 4, 8] and seed_y == pytest.approx([1.0, 3.3 / 1.8, 4.9 / 1.8])
+
+
+def test_from_one_node_the_seeds_published_speedups_are_drawn_as_published():
+    drawn = lines(fig_time_to_accuracy([tta(1, "ok", 1000), tta(2, "ok", 560)]))
+    assert drawn["linear"] == ([1, 2], [1.0, 2.0])
+    assert drawn["seed (C4140-M, 4x V100/node)"] == ([1, 2, 4, 8], [1.0, 1.8, 3.3, 4.9])

@@ -1,0 +1,71 @@
+"""validate.yml's table when nodes give no results: a node that cannot be reached, and the
+cross-node and Slurm checks that then never ran, are failed rows. Without them the table holds
+only the reachable head node's skipped rows and reads "every check passed". Nodes a --limit
+leaves out of the run are not counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import yaml
+
+from tests.conftest import REPO, ansible_bin, json_run
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:  # bound and closed again: nothing listens there now
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def validate(tmp_path, *args: str):
+    """validate.yml on this machine as head01 and two compute nodes nothing answers for: its
+    exit status and table."""
+    unreachable = {
+        "ansible_host": "127.0.0.1",
+        "ansible_port": closed_port(),
+        "ansible_ssh_common_args": "-o ConnectTimeout=5 -o StrictHostKeyChecking=no",
+    }
+    here = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+    }
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"cluster": {"children": {
+        "head": {"hosts": {"head01": here}},
+        "compute": {"hosts": {"c4140-01": unreachable, "c4140-02": unreachable}},
+    }}}}}))  # fmt: skip
+    report = tmp_path / "validate.json"
+    playbook = str(REPO / "playbooks/validate.yml")
+    cmd = [ansible_bin("ansible-playbook"), "-i", str(inventory), playbook,
+           "-e", f"dlperf_validate_report={report}", *args]  # fmt: skip
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json",
+    )
+    run = json_run(cmd, env, REPO)
+    return run.rc, json.loads(report.read_text())
+
+
+def test_compute_nodes_that_cannot_be_reached_fail_the_table(tmp_path):
+    rc, table = validate(tmp_path)
+    assert rc != 0
+    rows = {(r["check"], r["node"]): r for r in table["rows"]}
+    # this machine as the head node: no GPU, no RDMA device, none required
+    assert {rows[(c, "head01")]["status"] for c in ("GPUs", "RDMA device")} == {"skip"}
+    for node in ("c4140-01", "c4140-02"):
+        assert rows[("node checks", node)]["status"] == "fail"
+        assert "unreachable" in rows[("node checks", node)]["detail"]
+    assert rows[("cross-node checks", "c4140-01")]["status"] == "fail"
+    assert rows[("Slurm", "c4140-01")]["status"] == "fail"
+    assert table["failed"] == 4
+
+
+def test_nodes_a_limit_leaves_out_are_not_counted(tmp_path):
+    rc, table = validate(tmp_path, "--limit", "head01,localhost")
+    assert rc == 0 and table["failed"] == 0
+    assert {r["node"] for r in table["rows"]} == {"head01"}
