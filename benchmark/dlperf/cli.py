@@ -269,10 +269,18 @@ def run_telemetry(args) -> int:
 def run_sweep_command(args, train_args: list[str]) -> int:
     import time
 
-    from dlperf.sweep import SweepConfig, SweepError, parse_nodes, plan_sweep, run_sweep
+    from dlperf.sweep import (
+        SweepConfig,
+        SweepError,
+        check_run_id,
+        parse_nodes,
+        plan_sweep,
+        run_sweep,
+    )
 
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     try:
+        check_run_id(run_id)
         cfg = SweepConfig(
             nodes=parse_nodes(args.nodes),
             procs_per_node=args.procs_per_node,

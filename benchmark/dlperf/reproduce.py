@@ -32,6 +32,7 @@ from dlperf.reproduce_progress import (
     with_display,
 )
 from dlperf.results import write_atomic
+from dlperf.sweep import SweepError, check_run_id
 
 VIRTUAL_INVENTORY = Path("inventory/virtual")
 # One Python interpreter per VM instead of one per task: 4-5x faster on TCG guests.
@@ -76,8 +77,10 @@ def check(cfg: ReproduceConfig) -> None:
             "inventory directory or file, e.g. inventory/reference, or leave it out for the "
             "virtual cluster)"
         )
-    if not cfg.run_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise ReproduceError(f"--run-id {cfg.run_id!r}: use letters, digits, '-', '_' and '.'")
+    try:
+        check_run_id(cfg.run_id)
+    except SweepError as exc:
+        raise ReproduceError(str(exc)) from None
 
 
 def horovod_wheel(project: Path) -> str:
@@ -156,19 +159,29 @@ def run_reproduce(
         before = json.loads(record_file.read_text())
     except (OSError, ValueError):
         before = {}
+    if before.get("inventory") and Path(before["inventory"]) != Path(cfg.inventory):
+        raise ReproduceError(
+            f"--run-id {cfg.run_id}: its results came from --inventory {before['inventory']}; "
+            f"give that inventory again, or a new --run-id for {cfg.inventory}"
+        )
     record = {
         "run_id": cfg.run_id,
         "inventory": str(cfg.inventory),
         "virtual": cfg.virtual,
         "phases": {},
+        # The last site phase that finished, for as long as the machines it deployed stand.
+        "deployed": deployed_site(before),
     }
-    recreated = False
     for phase, playbook, extravars in _phases(cfg):
-        earlier = before.get("phases", {}).get(phase, {})
-        if phase == "site" and earlier.get("status") == "ok" and not recreated:
-            record["phases"][phase] = dict(earlier, resumed=True)
+        if phase == "site" and record["deployed"]:
+            record["phases"][phase] = dict(record["deployed"], resumed=True)
             say(phase, "already done for this run id (the VMs were not re-created): skipped")
             continue
+        kept = record["deployed"]
+        if phase == "cluster":
+            # Written before the VMs may change: a run stopped in this phase deploys again.
+            record["deployed"] = None
+            write_atomic(record_file, record)
         steps = cfg.run_dir / "ansible" / phase / "steps.log"
         state = PhaseProgress(phase, expected.get(phase), steps)
         last = f" (the last run took {clock(expected[phase])})" if phase in expected else ""
@@ -197,9 +210,11 @@ def run_reproduce(
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         record["phases"][phase] = entry
+        if phase == "cluster" and not entry["changed"]:
+            record["deployed"] = kept
+        elif phase == "site" and result.ok:
+            record["deployed"] = entry
         write_atomic(record_file, record)
-        if phase == "cluster" and entry["changed"]:
-            recreated = True
         if not result.ok:
             lost = ", ".join(entry["unreachable"]) or "none"
             failed = ", ".join(entry["failed_hosts"]) or "none"
@@ -227,14 +242,26 @@ def run_reproduce(
     return record
 
 
+def deployed_site(before: dict) -> dict | None:
+    """The finished site phase an earlier record holds (records without "deployed" kept it
+    among their phases)."""
+    if "deployed" in before:
+        return before["deployed"]
+    site = before.get("phases", {}).get("site", {})
+    return site if site.get("status") == "ok" else None
+
+
 def sweep_points(root: Path) -> dict[str, str]:
     """Status of every point fetched under RESULTS/RUN_ID: {"tta/2nodes": "ok", ...}."""
     points = {}
     for result in sorted(root.glob("*/*nodes/result.json")):
         try:
-            status = json.loads(result.read_text()).get("status", "unknown")
+            data = json.loads(result.read_text())
         except (OSError, ValueError):
-            status = "unreadable"
+            data = {"status": "unreadable"}
+        status = data.get("status", "unknown")
+        if status == "ok" and data.get("mode") == "tta" and data.get("reached_target") is False:
+            status = "target not reached"  # ran to its epoch limit: no time to accuracy
         points[f"{result.parent.parent.name}/{result.parent.name}"] = status
     return points
 

@@ -49,23 +49,27 @@ class Result:
     schema_version: int = SCHEMA_VERSION
 
 
-def write_atomic(path: Path, payload: dict) -> None:
-    """Write JSON so that readers see the old file or the whole new one, never a part."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file so that readers see the old one or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
     try:
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, payload: dict) -> None:
+    """Write JSON atomically (write_bytes_atomic)."""
+    write_bytes_atomic(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
 
 
 def write_result(path: Path, result: Result) -> None:

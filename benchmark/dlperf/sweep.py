@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import threading
@@ -45,6 +46,19 @@ class SweepConfig:
     quiet: bool = False
     gpus_per_node: int = 0  # slurm: GRES gpu:N per node
     sbatch_args: list[str] = field(default_factory=list)  # slurm: e.g. --partition=batch
+
+
+# A run id names a directory under RESULTS on every host: benchmark.yml checks the same pattern.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID.fullmatch(run_id):
+        raise SweepError(
+            f"--run-id {run_id!r}: start with a letter or digit and use only letters, digits, "
+            "'-', '_' and '.'"
+        )
+    return run_id
 
 
 def parse_nodes(text: str) -> list[int]:

@@ -4,8 +4,8 @@ of Figs. 5 and 6, and the lines Fig. 3b draws its speedups against."""
 from __future__ import annotations
 
 import pytest
-from dlperf.report.data import Point, cluster_rate
-from dlperf.report.figures import fig_time_to_accuracy
+from dlperf.report.data import Point, cluster_rate, summary_rows
+from dlperf.report.figures import fig_throughput, fig_time_to_accuracy
 
 MB = 1e6
 
@@ -77,3 +77,49 @@ def test_from_one_node_the_seeds_published_speedups_are_drawn_as_published():
     drawn = lines(fig_time_to_accuracy([tta(1, "ok", 1000), tta(2, "ok", 560)]))
     assert drawn["linear"] == ([1, 2], [1.0, 2.0])
     assert drawn["seed (C4140-M, 4x V100/node)"] == ([1, 2, 4, 8], [1.0, 1.8, 3.3, 4.9])
+
+
+def test_a_smallest_point_that_never_reached_the_target_is_not_the_base():
+    # The 1-node run used up its epochs (status ok, no time); the 2- and 4-node runs converged.
+    points = [tta(1, "ok"), tta(2, "ok", 800), tta(4, "ok", 500)]
+    rows = summary_rows(points)
+    assert [r["speedup"] for r in rows] == [None, 1.0, 1.6]
+    assert [r["speedup_base_nodes"] for r in rows] == [None, 2, 2]
+    assert [r["scaling_efficiency"] for r in rows] == [None, 1.0, pytest.approx(0.8)]
+    fig = fig_time_to_accuracy(points)
+    notes = [t.get_text() for t in fig.axes[0].texts]
+    assert notes == ["target not reached", "1.00x\n3 ep", "1.60x\n3 ep"]
+    assert fig.axes[1].get_ylabel() == "speedup over 2 node(s)"
+
+
+def test_the_models_speedups_are_rebased_onto_the_measurements_base():
+    prediction = {1: {"tta_s": 1000, "tta_speedup": 1.0}, 2: {"tta_s": 550, "tta_speedup": 1.8},
+                  4: {"tta_s": 300, "tta_speedup": 3.3}}  # fmt: skip
+    points = [tta(1, "failed"), tta(2, "ok", 800), tta(4, "ok", 450)]
+    drawn = lines(fig_time_to_accuracy(points, prediction=prediction))
+    xs, ys = drawn["predicted (dlperf model)"]
+    assert xs == [2, 4] and ys == pytest.approx([1.0, 3.3 / 1.8])
+
+
+def test_throughput_speedups_have_their_own_base():
+    # 1 node: no rate recorded (a TTA-only result); 2 and 4 nodes measured throughput.
+    points = [
+        Point(1, {"status": "ok", "time_to_accuracy_s": 100.0}),
+        Point(2, {"status": "ok", "throughput_img_per_s": 100.0}),
+        Point(4, {"status": "ok", "throughput_img_per_s": 180.0}),
+    ]
+    rows = summary_rows(points)
+    assert [r["throughput_speedup"] for r in rows] == [None, 1.0, 1.8]
+    assert [r["throughput_efficiency"] for r in rows] == [None, 1.0, pytest.approx(0.9)]
+
+
+def test_a_point_without_a_rate_has_no_bar_and_says_why():
+    points = [
+        Point(1, {"status": "ok", "throughput_img_per_s": 50.0}),
+        Point(2, {"status": "failed"}),
+    ]
+    fig = fig_throughput(points, baseline=[Point(1, {"status": "ok", "throughput_img_per_s": 40})])
+    ax = fig.axes[0]
+    heights = [bar.get_height() for bar in ax.patches]
+    assert heights == [50.0, 0, 40, 0]  # this run's bars, then the baseline's
+    assert sorted(t.get_text() for t in ax.texts) == ["failed", "not run"]

@@ -38,6 +38,7 @@ BIN = Path(sys.executable).parent
         (["--project", "/"], "--project /: no site.yml"),
         (["--inventory", "inventory/nowhere"], "--inventory inventory/nowhere: no such inventory"),
         (["--run-id", "a b"], "--run-id 'a b'"),
+        (["--run-id", "_a"], "--run-id '_a'"),
         (["-e", "serial"], "--extra-vars 'serial': give KEY=VALUE or @FILE"),
         (
             ["-e", "@/nonexistent/rollout.yml"],
@@ -311,3 +312,86 @@ def test_in_logs_a_long_task_gets_a_line_at_every_interval(capsys):
         )
         for x in lines
     ), lines
+
+
+CLUSTER = {
+    "unchanged": "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+    "    - ansible.builtin.ping:\n",
+    "changed": "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+    "    - ansible.builtin.command: 'true'\n",
+    "failed": "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+    "    - ansible.builtin.fail: {msg: a VM did not boot}\n",
+}
+
+
+def test_a_deployment_is_kept_while_its_machines_stand_and_redone_when_they_may_not(
+    tmp_path, monkeypatch
+):
+    """Real ansible-runner; the virtual cluster's phase is a stand-in playbook that reports its
+    VMs unchanged, re-created, or failed before changing anything."""
+    import dlperf.reproduce as reproduce
+
+    cfg = local_project(tmp_path, {"1nodes": "ok"}, run_id="keep")
+    cluster = cfg.project / "playbooks/cluster.yml"
+    real_phases = reproduce._phases
+    monkeypatch.setattr(reproduce, "_phases", lambda c: [
+        ("cluster", "playbooks/cluster.yml", {}), *real_phases(c)])  # fmt: skip
+
+    def run(state: str) -> dict:
+        cluster.write_text(CLUSTER[state])
+        return run_reproduce(cfg)
+
+    def site_ran(record: dict) -> bool:
+        return not record["phases"]["site"].get("resumed")
+
+    assert site_ran(run("unchanged"))
+    cluster.write_text(CLUSTER["failed"])
+    with pytest.raises(ReproduceError, match="phase cluster"):
+        run_reproduce(cfg)
+    assert not site_ran(run("unchanged"))  # the failed phase changed nothing: still deployed
+    assert site_ran(run("changed"))  # new VMs: deployed again
+
+    # Stopped inside the cluster phase (Ctrl-C while the VMs were being made): what it did is
+    # unknown, so the next run deploys again although its own cluster phase changes nothing.
+    real_run = reproduce.run_playbook
+
+    def interrupted(project, playbook, *args, **kwargs):
+        if playbook == "playbooks/cluster.yml":
+            raise KeyboardInterrupt
+        return real_run(project, playbook, *args, **kwargs)
+
+    monkeypatch.setattr(reproduce, "run_playbook", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_reproduce(cfg)
+    monkeypatch.setattr(reproduce, "run_playbook", real_run)
+    assert site_ran(run("unchanged"))
+
+
+def test_a_run_id_stays_with_its_inventory(tmp_path):
+    cfg = local_project(tmp_path, {"1nodes": "ok"}, run_id="one")
+    run_reproduce(cfg)
+    (cfg.project / "other.yml").write_text((cfg.project / cfg.inventory).read_text())
+    other = ReproduceConfig(cfg.project, Path("other.yml"), "one", cfg.results)
+    with pytest.raises(
+        ReproduceError,
+        match=r"--run-id one: its results came from --inventory "
+        r"hosts.yml; give that inventory again, or a new --run-id for other.yml",
+    ):
+        run_reproduce(other)  # fmt: skip
+
+
+def test_a_time_to_accuracy_point_that_ran_out_of_epochs_makes_the_benchmark_partial(tmp_path):
+    # The 2-node run used up its epochs below the target: it ended "ok", without a time.
+    results = {n: {"status": "ok", "mode": "tta", "reached_target": n == "1nodes"}
+               for n in ("1nodes", "2nodes")}  # fmt: skip
+    cfg = local_project(tmp_path, results, run_id="tta")
+    bench = cfg.project / "playbooks/benchmark.yml"
+    bench.write_text(
+        bench.read_text().replace(
+            """content: '{"status": "{{ item.value }}"}'""", 'content: "{{ item.value | to_json }}"'
+        )
+    )
+    record = run_reproduce(cfg)
+    bench_entry = record["phases"]["benchmark"]
+    assert bench_entry["status"] == "partial"
+    assert bench_entry["points"] == {"tta/1nodes": "ok", "tta/2nodes": "target not reached"}

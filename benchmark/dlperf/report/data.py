@@ -135,20 +135,17 @@ def gpu_model(result: dict) -> str | None:
 
 
 def summary_rows(points: list[Point]) -> list[dict]:
-    base = next((p for p in points if p.ok), None)
+    """One row per point. Speedups are over the smallest point that has the measure: the
+    smallest that reached the target for time to accuracy, the smallest that completed for
+    throughput (a failed or unconverged 1-node point makes the next one the base)."""
+    tta_base = next((p for p in points if p.ok and p.result.get("time_to_accuracy_s")), None)
+    tput_base = next((p for p in points if p.ok and p.result.get("throughput_img_per_s")), None)
     rows = []
     for p in points:
         r = p.result
-        tta, base_tta = (
-            r.get("time_to_accuracy_s"),
-            base.result.get("time_to_accuracy_s") if base else None,
-        )
-        speedup = base_tta / tta if (p.ok and tta and base_tta) else None
-        tput, base_tput = (
-            r.get("throughput_img_per_s"),
-            base.result.get("throughput_img_per_s") if base else None,
-        )
-        tput_speedup = tput / base_tput if (p.ok and tput and base_tput) else None
+        tta, tput = r.get("time_to_accuracy_s"), r.get("throughput_img_per_s")
+        speedup = tta_base.result["time_to_accuracy_s"] / tta if (p.ok and tta) else None
+        tput_speedup = tput / tput_base.result["throughput_img_per_s"] if (p.ok and tput) else None
         rows.append(
             {
                 "nodes": p.nodes,
@@ -157,11 +154,12 @@ def summary_rows(points: list[Point]) -> list[dict]:
                 "epochs": r.get("epochs"),
                 "time_to_accuracy_s": tta,
                 "speedup": speedup,
-                "scaling_efficiency": speedup * base.nodes / p.nodes if speedup and base else None,
+                "speedup_base_nodes": tta_base.nodes if speedup else None,
+                "scaling_efficiency": speedup * tta_base.nodes / p.nodes if speedup else None,
                 "throughput_img_per_s": tput,
                 "throughput_speedup": tput_speedup,
                 "throughput_efficiency": (
-                    tput_speedup * base.nodes / p.nodes if tput_speedup and base else None
+                    tput_speedup * tput_base.nodes / p.nodes if tput_speedup else None
                 ),
                 "backend": r.get("backend"),
                 "precision": r.get("precision"),

@@ -46,7 +46,7 @@ def fig_time_to_accuracy(
         labels, minutes, color=["#4878a8" if r["status"] == "ok" else "#bbbbbb" for r in rows]
     )
     for bar, r in zip(bars, rows, strict=True):
-        if r["status"] != "ok" or r["time_to_accuracy_s"] is None:
+        if r["status"] != "ok" or r["speedup"] is None:
             note = r["status"] if r["status"] != "ok" else "target not reached"
         else:
             note = f"{r['speedup']:.2f}x\n{r['epochs']} ep"
@@ -81,13 +81,16 @@ def fig_time_to_accuracy(
     if with_reference and base in seed:
         at = {n: s / seed[base] for n, s in seed.items() if n >= base}
         ax2.plot(list(at), list(at.values()), "s--", label="seed (C4140-M, 4x V100/node)")
-    sped = sorted((n, row["tta_speedup"]) for n, row in predicted.items() if row.get("tta_speedup"))
+    # The model's speedups are over one node: rebased onto the same point as the measurement's.
+    over = (predicted.get(base) or {}).get("tta_speedup")
+    sped = sorted((n, row["tta_speedup"] / over) for n, row in predicted.items()
+                  if over and row.get("tta_speedup") and n >= base)  # fmt: skip
     if sped:
         ax2.plot(
             [n for n, _ in sped], [v for _, v in sped], "kx--", label="predicted (dlperf model)"
         )
     ax2.set_xlabel("nodes")
-    ax2.set_ylabel("speedup over the smallest point")
+    ax2.set_ylabel(f"speedup over {base} node(s)")
     ax2.set_title("Fig. 3b: time-to-accuracy speedup")
     ax2.legend(fontsize=8)
     fig.tight_layout()
@@ -103,16 +106,22 @@ def fig_throughput(
     nodes = sorted({p.nodes for p in points} | {p.nodes for p in baseline or []})
     width = 0.4 if baseline else 0.6
 
-    def values(ps):
-        by = {p.nodes: p.result.get("throughput_img_per_s") or 0 for p in ps if p.ok}
-        return [by.get(n, 0) for n in nodes]
+    def draw(ps, shift: float, label: str) -> None:
+        """The sweep's bars; a point without a rate gets no bar but its status on the axis."""
+        by = {p.nodes: p for p in ps}
+        xs = [x + shift for x in range(len(nodes))]
+        rates = [by[n].result.get("throughput_img_per_s") if n in by and by[n].ok else None
+                 for n in nodes]  # fmt: skip
+        ax.bar(xs, [r or 0 for r in rates], width, label=label)
+        for x, n, rate in zip(xs, nodes, rates, strict=True):
+            if not rate:
+                why = (by[n].result.get("status") or "no rate") if n in by else "not run"
+                ax.annotate(why, (x, 0), ha="center", va="bottom", rotation=90, fontsize=8)
 
     xs = range(len(nodes))
-    ax.bar(
-        [x - (width / 2 if baseline else 0) for x in xs], values(points), width, label="this run"
-    )
+    draw(points, -width / 2 if baseline else 0, "this run")
     if baseline:
-        ax.bar([x + width / 2 for x in xs], values(baseline), width, label="baseline")
+        draw(baseline, width / 2, "baseline")
     if prediction:
         at = [(x, prediction[n]["throughput"]) for x, n in zip(xs, nodes, strict=True)
               if n in prediction]  # fmt: skip

@@ -17,7 +17,7 @@ from dlperf.report.figures import (
     fig_throughput,
     fig_time_to_accuracy,
 )
-from dlperf.results import write_atomic
+from dlperf.results import write_atomic, write_bytes_atomic
 
 # The summary table has 16 columns: smaller type and tight cells keep it inside a 1280 px
 # window (the headless-browser test checks that nothing reaches the window's right edge).
@@ -32,7 +32,7 @@ def _fmt(value, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
-TTA_KEYS = ("epochs", "time_to_accuracy_s", "speedup", "scaling_efficiency")
+TTA_KEYS = ("epochs", "time_to_accuracy_s", "speedup", "speedup_base_nodes", "scaling_efficiency")
 
 
 def merge_tta(rows: list[dict], tta_rows: list[dict]) -> list[dict]:
@@ -40,7 +40,8 @@ def merge_tta(rows: list[dict], tta_rows: list[dict]) -> list[dict]:
     by_nodes = {r["nodes"]: dict(r, **dict.fromkeys(TTA_KEYS)) for r in rows}
     for t in tta_rows:
         row = by_nodes.setdefault(
-            t["nodes"], dict(t, throughput_img_per_s=None, throughput_speedup=None)
+            t["nodes"],
+            dict(t, throughput_img_per_s=None, throughput_speedup=None, throughput_efficiency=None),
         )
         row.update({k: t[k] for k in TTA_KEYS})
         if t["status"] != "ok":
@@ -71,6 +72,7 @@ def captions(points: list, tta_points: list, base: list | None, prediction: dict
                 for p in tta_points if p.ok}  # fmt: skip
     if launched == {"local"}:
         tta_where += " with the local launcher (N worker processes on one host, not N nodes)"
+    tta_base = next((r["speedup_base_nodes"] for r in summary_rows(tta_points) if r["speedup"]), 1)
     fig4 = f"Measured: training images/s per node count on {where}"
     if base:
         fig4 += ", beside the baseline sweep's"
@@ -78,8 +80,10 @@ def captions(points: list, tta_points: list, base: list | None, prediction: dict
         fig4 += "; the markers are dlperf model's prediction, not a measurement"
     return {
         "fig3_time_to_accuracy": f"Measured: time to the target top-1 per node count on "
-        f"{tta_where} (left), and the speedup over one node beside linear and the seed's "
-        "published 1.8x/3.3x/4.9x (right; published, not measured here)"
+        f"{tta_where} (left), and the speedup over {tta_base} node(s) beside linear and the "
+        "seed's published 1.8x/3.3x/4.9x over one node (right; published, not measured here"
+        + (f"; drawn from {tta_base} nodes on" if tta_base != 1 else "")
+        + ")"
         + (
             "; the crosses are dlperf model's prediction, not a measurement."
             if any(row.get("tta_s") for row in prediction.values())
@@ -127,7 +131,10 @@ def load_prediction(path: Path) -> dict[int, dict]:
     """The rows of a `dlperf model --json` file, by node count."""
     try:
         record = json.loads(path.read_text())
-        return {int(row["nodes"]): row for row in record["rows"]}
+        rows = {int(row["nodes"]): row for row in record["rows"]}
+        if not all(float(row["throughput"]) > 0 for row in rows.values()):
+            raise ValueError("a row's throughput is not > 0")
+        return rows
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ReportError(f"--model {path}: not a dlperf model --json file ({exc})") from None
 
@@ -179,7 +186,7 @@ def build_report(
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=110)
         plt.close(fig)
-        (output / f"{name}.png").write_bytes(buf.getvalue())
+        write_bytes_atomic(output / f"{name}.png", buf.getvalue())
         images[name] = base64.b64encode(buf.getvalue()).decode()
     rows = summary_rows(points)
     if tta:
@@ -268,6 +275,6 @@ def build_report(
 </body></html>
 """
     )
-    (output / "index.html").write_text(page)
+    write_bytes_atomic(output / "index.html", page.encode())
     write_atomic(output / "summary.json", {"rows": rows})
     return {"figures": figures, "rows": rows, "html": output / "index.html"}
