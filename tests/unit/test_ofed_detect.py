@@ -1,0 +1,62 @@
+"""The ofed role's hardware seam: the kernel's RDMA drivers and the adapter on the PCI bus, read
+before anything is installed. Real ansible-playbook runs in check mode on this machine (no RDMA
+drivers, no ConnectX); a host with them is a tree in the kernel's layout (module/ib_core,
+bus/pci/devices/<address>/vendor, lib/modules/<kernel>/kernel/drivers/infiniband) pointed at
+through the role's internal __ofed_sysfs and __ofed_modules_root."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .test_role_gating import messages
+from .test_role_input_validation import apply_role, inventory
+
+
+def host_tree(root: Path, vendors: list[str], module_tree: bool) -> dict:
+    sysfs, modules = root / "sys", root / "lib-modules"
+    (sysfs / "module" / "ib_core").mkdir(parents=True)
+    for i, vendor in enumerate(vendors):
+        device = root / "devices" / f"0000:{i:02x}:00.0"
+        device.mkdir(parents=True)
+        (device / "vendor").write_text(vendor + "\n")
+        (sysfs / "bus" / "pci" / "devices").mkdir(parents=True, exist_ok=True)
+        (sysfs / "bus" / "pci" / "devices" / device.name).symlink_to(device)  # as sysfs links
+    if module_tree:
+        (modules / os.uname().release / "kernel" / "drivers" / "infiniband").mkdir(parents=True)
+    return {"__ofed_sysfs": str(sysfs), "__ofed_modules_root": str(modules)}
+
+
+def ran(run) -> list[str]:
+    return [name.split(" : ", 1)[-1] for name, _, res in run.task_results()
+            if not res.get("skipped")]  # fmt: skip
+
+
+def test_required_rdma_on_a_kernel_without_it_fails_before_any_change(run_playbook):
+    run = run_playbook(apply_role("ofed"), inventory(), {"ofed_required": True})
+    assert run.rc != 0
+    [(_name, message)] = run.failed_tasks()
+    assert "ofed_required is true" in message and "has no RDMA drivers" in message, message
+    assert "Install the inbox RDMA stack" not in ran(run)
+    assert run.stats["localhost"]["changed"] == 0
+
+
+def test_required_infiniband_without_a_connectx_fails_naming_the_vendor(run_playbook, tmp_path):
+    # The kernel can do RDMA (ib_core loaded, drivers present): only the adapter is missing.
+    tree = host_tree(tmp_path, ["0x8086", "0x1af4"], module_tree=True)
+    run = run_playbook(apply_role("ofed"), inventory(), {"ofed_required": True, **tree})
+    assert run.rc != 0
+    [(_name, message)] = run.failed_tasks()
+    assert "has no infiniband adapter" in message and "vendor 0x15b3" in message, message
+    assert "Install the inbox RDMA stack" not in ran(run)
+    assert run.stats["localhost"]["changed"] == 0
+
+
+def test_a_connectx_on_a_host_without_its_kernels_modules_skips_the_loading(run_playbook, tmp_path):
+    # A container on an RDMA host: the host's ib_core and adapter show, its module tree does not.
+    tree = host_tree(tmp_path, ["0x8086", "0x15b3"], module_tree=False)
+    run = run_playbook(apply_role("ofed"), inventory(), {"ofed_required": True, **tree})
+    assert run.rc == 0, run.failed_tasks()
+    [skip] = [m for m in messages(run) if m.startswith("SKIP:")]
+    assert "no module tree for its kernel" in skip and "adapter" not in skip, skip
+    assert "Load the fabric's kernel modules now" not in ran(run)
