@@ -95,7 +95,7 @@ def test_bad_allreduce_input_is_refused_naming_the_flag(tmp_path, args, needle):
 def test_three_mxnet_ranks_on_a_set_that_does_not_divide_finish_and_count_every_image_once(
     tmp_path, digits
 ):
-    # 1,438 training and 359 validation images over 3 ranks: parts of 479-480 images, cut to
+    # 1,438 training and 359 validation images over 3 ranks: parts of 480, 480 and 478, cut to
     # the same 4 steps of 96 each; every validation image counted once.
     out = tmp_path / "three"
     proc = dlperf(

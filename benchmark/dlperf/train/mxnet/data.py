@@ -9,6 +9,9 @@ from pathlib import Path
 import mxnet as mx
 import numpy as np
 
+from dlperf.train.engine import steps_per_epoch
+from dlperf.usage import UsageError
+
 # ImageNet channel statistics (0-255 scale), as in NVIDIA's RN50 recipe.
 MEAN_RGB = (123.68, 116.779, 103.939)
 STD_RGB = (58.393, 57.12, 57.375)
@@ -115,6 +118,31 @@ class RecordData:
     def reset(self) -> None:
         if self._iter is not None:
             self._iter.reset()
+
+
+def partition_steps(path: Path, records: int, batch: int, world: int) -> int:
+    """Training steps per epoch that every rank's part of the file has.
+
+    MXNet's reader splits an indexed file into contiguous parts of ceil(records / world) and
+    gives the last rank what is left (dmlc-core's IndexedRecordIOSplitter), so the last part is
+    the smallest: a step count from records // (batch * world) could outrun it, and that rank
+    would leave the epoch while the others wait in an allreduce. Without an .idx the file is
+    split by bytes, into parts whose record counts nothing bounds."""
+    if world == 1:
+        return steps_per_epoch(records, batch, world)
+    if not path.with_suffix(".idx").exists():
+        raise UsageError(
+            f"--data {path}: no {path.with_suffix('.idx').name} beside it; MXNet splits a file "
+            f"without its index by bytes, unevenly over the {world} ranks (dlperf data prepare "
+            "writes the index, as does im2rec)"
+        )
+    last = records - (world - 1) * -(-records // world)
+    if last <= 0:
+        raise UsageError(
+            f"--data {path}: {records} records cannot be split over {world} ranks by MXNet's "
+            f"reader (parts of {-(-records // world)} leave the last rank none); use fewer ranks"
+        )
+    return max(1, last // batch)
 
 
 def count_records(path: Path) -> int:

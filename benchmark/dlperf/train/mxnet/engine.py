@@ -18,10 +18,16 @@ from mxnet import autograd, gluon
 
 from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
-from dlperf.train.engine import Datasets, decode_threads, steps_per_epoch
+from dlperf.train.engine import Datasets, decode_threads
 from dlperf.train.mxnet import BFLOAT16_ON_GPU, FLOAT16_ON_CPU, NHWC_ON_CPU
 from dlperf.train.mxnet.comm import make_comm
-from dlperf.train.mxnet.data import RecordData, SyntheticData, classes_in, count_records
+from dlperf.train.mxnet.data import (
+    RecordData,
+    SyntheticData,
+    classes_in,
+    count_records,
+    partition_steps,
+)
 from dlperf.train.mxnet.model import build_model, initializer
 from dlperf.train.schedule import WarmupCosine
 from dlperf.usage import UsageError
@@ -106,7 +112,7 @@ class MXNetEngine:
         path = Path(cfg.data)
         classes = cfg.classes or class_count(path, classes_in)
         samples = count_records(path)
-        steps = steps_per_epoch(samples, cfg.batch_size, world)
+        steps = partition_steps(path, samples, cfg.batch_size, world)
         train = RecordData(
             path, cfg.batch_size, cfg.image_size, True, self.rank, world, self.threads, cfg.seed,
             steps=steps,
