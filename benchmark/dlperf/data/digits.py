@@ -43,7 +43,13 @@ def build_digits(
             )
 
     counts = {
-        name: write_records(output / f"{name}.rec", images(idx), classes=10, shuffle_seed=seed)
+        name: write_records(
+            output / f"{name}.rec",
+            images(idx),
+            classes=10,
+            shuffle_seed=seed,
+            class_names=[str(d) for d in range(10)],
+        )
         for name, idx in splits.items()
     }
     return {"train": counts["train"], "val": counts["val"], "classes": 10, "image_size": image_size}

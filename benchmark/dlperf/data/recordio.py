@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import random
 import struct
 from collections.abc import Iterable
@@ -44,32 +45,48 @@ def write_records(
     quality: int = 95,
     classes: int | None = None,
     shuffle_seed: int | None = None,
+    class_names: list[str] | None = None,
 ) -> int:
     """Encode each (image, label) as JPEG into ``path`` (.rec), its index (.idx) and a header
-    (.meta.json: record and class counts, the shuffle seed, the index's checksum), atomically.
+    (.meta.json: record and class counts, the class names, the shuffle seed, the index's
+    checksum). Nothing of a run that fails is left behind.
     Engines take the class count from the header instead of scanning the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_rec, tmp_idx = path.with_suffix(".rec.tmp"), path.with_suffix(".idx.tmp")
-    count, top = 0, -1
-    with tmp_rec.open("wb") as rec, tmp_idx.open("w") as idx:
-        for count, (image, label) in enumerate(items, start=1):
-            buf = io.BytesIO()
-            image.convert("RGB").save(buf, format="JPEG", quality=quality)
-            idx.write(f"{count - 1}\t{rec.tell()}\n")
-            rec.write(_pack_record(_HEADER.pack(0, float(label), count - 1, 0) + buf.getvalue()))
-            top = max(top, int(label))
-    meta = {
-        "records": count,
-        "classes": classes if classes is not None else top + 1,
-        "shuffle_seed": shuffle_seed,
-        "idx_sha256": hashlib.sha256(tmp_idx.read_bytes()).hexdigest(),
-        "rec_bytes": tmp_rec.stat().st_size,
-    }
-    tmp_meta = meta_path(path).with_suffix(".json.tmp")
-    tmp_meta.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    tmp_rec.replace(path)
-    tmp_idx.replace(path.with_suffix(".idx"))
-    tmp_meta.replace(meta_path(path))
+    # Temporary names of this process only (two runs writing one output cannot mix their
+    # files), removed when anything fails; the header replaces its old one last.
+    stem = f".{path.name}.{os.getpid()}"
+    tmp_rec, tmp_idx, tmp_meta = (path.with_name(f"{stem}.{x}.tmp") for x in ("rec", "idx", "meta"))
+    try:
+        count, top = 0, -1
+        with tmp_rec.open("wb") as rec, tmp_idx.open("w") as idx:
+            for count, (image, label) in enumerate(items, start=1):
+                buf = io.BytesIO()
+                image.convert("RGB").save(buf, format="JPEG", quality=quality)
+                idx.write(f"{count - 1}\t{rec.tell()}\n")
+                payload = _HEADER.pack(0, float(label), count - 1, 0) + buf.getvalue()
+                rec.write(_pack_record(payload))
+                top = max(top, int(label))
+            rec.flush()
+            os.fsync(rec.fileno())
+        if count == 0:
+            raise ValueError(f"{path}: no images to write")
+        meta = {
+            "records": count,
+            "classes": classes if classes is not None else top + 1,
+            "shuffle_seed": shuffle_seed,
+            "idx_sha256": hashlib.sha256(tmp_idx.read_bytes()).hexdigest(),
+            "rec_bytes": tmp_rec.stat().st_size,
+        }
+        if class_names is not None:
+            meta["class_names"] = list(class_names)
+        tmp_meta.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        tmp_rec.replace(path)
+        tmp_idx.replace(path.with_suffix(".idx"))
+        tmp_meta.replace(meta_path(path))
+    except BaseException:
+        for tmp in (tmp_rec, tmp_idx, tmp_meta):
+            tmp.unlink(missing_ok=True)
+        raise
     return count
 
 
@@ -82,9 +99,11 @@ def read_meta(path: Path) -> dict | None:
 
 
 def class_count(path: Path, scan) -> int:
-    """Classes of a .rec: from its header when `dlperf data` wrote it, else ``scan(path)``."""
+    """Classes of a .rec: from its header when `dlperf data` wrote it, else ``scan(path)``. A
+    header whose size is not the file's belongs to an earlier file (rewritten since by another
+    tool): the file is scanned instead."""
     meta = read_meta(path)
-    if meta and meta.get("classes"):
+    if meta and meta.get("classes") and meta.get("rec_bytes") == Path(path).stat().st_size:
         return int(meta["classes"])
     return scan(path)
 
@@ -153,34 +172,61 @@ class RecordFile:
         return self.read(i)[1]
 
 
+# Folders a file system or a tool adds beside the classes (ext4's lost+found, a NAS's
+# .snapshot, .ipynb_checkpoints): counted as classes they would shift every label after them.
+NOT_CLASSES = {"lost+found"}
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp"}
+
+
 def folder_items(root: Path) -> tuple[list[tuple[Path, int]], list[str]]:
     """ImageNet-style folder (one sub-folder per class) -> sorted (file, label) list."""
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    classes = sorted(
+        p.name
+        for p in root.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name not in NOT_CLASSES
+    )
     if not classes:
         raise ValueError(f"{root}: no class sub-folders (expected ROOT/<class>/<image>)")
-    exts = {".jpg", ".jpeg", ".png", ".bmp", ".JPEG", ".JPG", ".PNG"}
     items = [
         (f, label)
         for label, name in enumerate(classes)
         for f in sorted((root / name).iterdir())
-        if f.suffix in exts
+        if f.suffix.lower() in IMAGE_SUFFIXES and not f.name.startswith(".")
     ]
+    if not items:
+        raise ValueError(
+            f"{root}: no images in its {len(classes)} class folder(s) (looked for "
+            f"{', '.join(sorted(IMAGE_SUFFIXES))}, in any case)"
+        )
     return items, classes
 
 
 def prepare_folder(root: Path, output: Path, resize: int | None, seed: int = 0) -> int:
     """Pack the folder in a seeded random order: readers that give each rank a contiguous part
-    of the file (MXNet's record iterator) then give every rank every class, not 1/world of them."""
+    of the file (MXNet's record iterator) then give every rank every class, not 1/world of them.
+    The class names go into the header, so that a validation set can be checked against them."""
     items, classes = folder_items(root)
     random.Random(seed).shuffle(items)
 
     def load():
         for file, label in items:
-            image = Image.open(file)
+            try:
+                image = Image.open(file)
+                image.load()
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{file}: not a readable image ({exc})") from None
             if resize:
                 w, h = image.size
                 scale = resize / min(w, h)
                 image = image.resize((max(1, round(w * scale)), max(1, round(h * scale))))
             yield image, label
 
-    return write_records(output, load(), classes=len(classes), shuffle_seed=seed)
+    return write_records(
+        output, load(), classes=len(classes), shuffle_seed=seed, class_names=classes
+    )
+
+
+def class_names(path: Path) -> list[str] | None:
+    """The class names `dlperf data prepare` recorded for a .rec (None when it has none)."""
+    meta = read_meta(path)
+    return meta.get("class_names") if meta else None

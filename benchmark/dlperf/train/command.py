@@ -157,6 +157,18 @@ def validate_train(args) -> None:
             f"--val-data {args.val_data}: no such file (give the validation .rec file that "
             "`dlperf data prepare` or `dlperf data digits` wrote)"
         )
+    if args.val_data is not None and args.data != "synthetic":
+        from dlperf.data.recordio import class_names
+
+        train_names, val_names = class_names(Path(args.data)), class_names(Path(args.val_data))
+        if train_names and val_names and train_names != val_names:
+            differ = sorted(set(train_names) ^ set(val_names))[:5] or ["their order"]
+            raise UsageError(
+                f"--val-data {args.val_data}: its classes are not those of --data {args.data} "
+                f"({len(val_names)} against {len(train_names)}; they differ in "
+                f"{', '.join(differ)}): the labels would not match; prepare both from folders "
+                "with the same class sub-folders"
+            )
     if args.mode == "tta" and (args.val_data is None or args.data == "synthetic"):
         raise UsageError("--mode tta needs real --data and --val-data .rec files to measure top-1")
 

@@ -1,0 +1,79 @@
+"""`dlperf data prepare` on the folders real data sets come in, and the header it writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dlperf.cli import main
+from dlperf.data.recordio import class_count
+from PIL import Image
+
+
+def image(path: Path, colour=(120, 30, 200)) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (10, 10), colour).save(path, format="PNG")
+
+
+def prepare(root: Path, rec: Path) -> int:
+    return main(["data", "prepare", str(root), "--output", str(rec)])
+
+
+def test_folders_that_are_not_classes_are_left_out_and_suffixes_match_in_any_case(tmp_path):
+    root = tmp_path / "train"
+    (root / "lost+found").mkdir(parents=True)  # ext4's, at the root of a volume
+    image(root / ".snapshot" / "old.png")  # a NAS's snapshots
+    image(root / "cat" / "a.JPEG")
+    image(root / "cat" / "b.Jpeg")
+    (root / "cat" / "notes.txt").write_text("not an image")
+    image(root / "dog" / "c.png")
+    rec = tmp_path / "out" / "train.rec"
+    assert prepare(root, rec) == 0
+    meta = json.loads(rec.with_suffix(".meta.json").read_text())
+    assert (meta["records"], meta["classes"], meta["class_names"]) == (3, 2, ["cat", "dog"])
+
+
+def test_an_unreadable_image_is_named_and_nothing_is_left_behind(tmp_path, capsys):
+    root = tmp_path / "train"
+    image(root / "cat" / "0.png")
+    (root / "cat" / "1.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert prepare(root, out / "train.rec") == 2
+    err = capsys.readouterr().err
+    assert f"{root / 'cat' / '1.jpg'}: not a readable image" in err, err
+    assert list(out.iterdir()) == []  # no .rec, no .idx, no temporary file
+
+
+def test_a_folder_without_images_is_refused(tmp_path, capsys):
+    (tmp_path / "train" / "cat").mkdir(parents=True)
+    (tmp_path / "train" / "cat" / "notes.txt").write_text("x")
+    assert prepare(tmp_path / "train", tmp_path / "train.rec") == 2
+    assert "no images in its 1 class folder(s)" in capsys.readouterr().err
+    assert not (tmp_path / "train.rec").exists()
+
+
+def test_a_validation_set_with_other_classes_is_refused_before_training(tmp_path, capsys):
+    for split, classes in (("train", "abc"), ("val", "bc")):
+        for c in classes:
+            image(tmp_path / split / c / "0.png")
+        assert prepare(tmp_path / split, tmp_path / f"{split}.rec") == 0
+    out = tmp_path / "run"
+    code = main(["train", "--data", str(tmp_path / "train.rec"),
+                 "--val-data", str(tmp_path / "val.rec"), "--output", str(out)])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "its classes are not those of --data" in err and "(2 against 3" in err, err
+    assert "differ in a)" in err, err
+    assert not out.exists()
+
+
+def test_a_header_left_from_an_earlier_file_is_not_trusted(tmp_path):
+    image(tmp_path / "train" / "a" / "0.png")
+    image(tmp_path / "train" / "b" / "0.png")
+    rec = tmp_path / "train.rec"
+    assert prepare(tmp_path / "train", rec) == 0
+    assert class_count(rec, lambda path: 99) == 2  # the header's count
+    with rec.open("ab") as fh:  # the .rec rewritten since by another tool
+        fh.write(b"\0" * 4)
+    assert class_count(rec, lambda path: 99) == 99  # scanned
