@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -148,3 +149,75 @@ def test_bad_interval_is_refused(tmp_path):
         check=False,
     )
     assert proc.returncode == 2 and "--interval 0" in proc.stderr
+
+
+def test_a_source_that_fails_during_the_run_is_dropped_and_the_file_says_so(tmp_path, monkeypatch):
+    from dlperf.report.data import Point, missing_sources
+    from dlperf.telemetry import sampler
+
+    calls = {"n": 0}
+
+    def flaky() -> dict:
+        calls["n"] += 1
+        if calls["n"] >= 3:
+            raise OSError("NFS mount gone")
+        return {"/mnt/isilon": {"read_bytes": 1.0}}
+
+    monkeypatch.setitem(sampler.SOURCES, "nfs", flaky)
+    out = tmp_path / "t.jsonl"
+    sampler.Sampler(out, interval=0.05).run(duration=0.4)
+    header, rows = read_samples(out)
+    assert "nfs" in header["sources"] and "nfs" in rows[0] and "nfs" not in rows[-1]
+    assert header["missing"]["nfs"] == "dropped during the run: OSError: NFS mount gone"
+    point = Point(1, {}, {"node1": (header, rows)})
+    assert missing_sources(point, "nfs") == [
+        "node1: dropped during the run: OSError: NFS mount gone"
+    ]
+
+
+def test_a_truncated_file_is_named_in_the_report(tmp_path):
+    from dlperf.report.data import Point, missing_sources
+    from dlperf.telemetry.sampler import Sampler
+
+    out = tmp_path / "t.jsonl"
+    Sampler(out, interval=0.01, max_bytes=4096).run(duration=30)
+    header, _ = read_samples(out)
+    assert header["truncated"]
+    [why] = missing_sources(Point(1, {}, {"node1": (header, [])}), "fabric")[-1:]
+    assert why == "node1: its file reached the sampler's --max-bytes, later samples lost"
+
+
+def test_after_a_stall_the_sampler_does_not_catch_up_in_a_burst(tmp_path, monkeypatch):
+    from dlperf.telemetry import sampler
+
+    class Stalling(sampler.Sampler):
+        """The third sample takes 1 s (a job suspended, an NFS server that hangs)."""
+
+        def _sample(self):
+            if self.samples == 2:
+                time.sleep(1.0)
+            return super()._sample()
+
+    out = tmp_path / "t.jsonl"
+    Stalling(out, interval=0.1).run(duration=1.6)
+    _, rows = read_samples(out)
+    gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(rows[2:-1])]
+    # after the stall: samples at least half an interval apart, never ten at once
+    assert gaps and min(gaps) >= 0.05, gaps
+
+
+def test_a_stop_signal_ends_a_long_interval_at_once(tmp_path):
+    out = tmp_path / "t.jsonl"
+    proc = subprocess.Popen(
+        [str(BIN / "dlperf"), "telemetry", "--output", str(out), "--interval", "60"]
+    )
+    deadline = time.monotonic() + 30
+    while (
+        not out.exists() or len(out.read_text().splitlines()) < 2
+    ) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert time.monotonic() - started < 5  # not the rest of the 60 s interval
+    assert read_footer(out) is not None

@@ -120,6 +120,10 @@ def missing_sources(point: Point, source: str) -> list[str]:
     for host, (header, _) in point.telemetry.items():
         if source in header.get("missing", {}):
             reasons.append(f"{host}: {header['missing'][source]}")
+        if header.get("truncated"):
+            reasons.append(
+                f"{host}: its file reached the sampler's --max-bytes, later samples lost"
+            )
     return reasons
 
 

@@ -2,8 +2,9 @@
 
 Line 1 is a header (host, interval, which sources are available and why others are missing);
 every further line is one sample ``{"t": unix_time, "nfs": {...}, "fabric": {...}, ...}`` of
-cumulative counters (the report turns them into rates). The file never grows past
-``max_bytes``: sampling stops there and a final ``{"truncated": true}`` line says so.
+cumulative counters (the report turns them into rates). A source that fails during the run is
+dropped and the sample says so (``"missing": {source: why}``). Sampling stops before a sample
+would take the file past ``max_bytes``, and a last ``{"truncated": true}`` line says so.
 """
 
 from __future__ import annotations
@@ -65,20 +66,31 @@ class Sampler:
 
     def _sample(self) -> dict:
         row: dict = {"t": time.time()}
+        dropped = {}
         for name, read in list(self.sources.items()):
             try:
                 row[name] = read()
             except sources.SourceMissing as exc:
-                self.missing[name] = str(exc)
-                del self.sources[name]
+                dropped[name] = str(exc)
             except Exception as exc:  # a broken source is recorded, never fatal
-                self.missing[name] = f"{type(exc).__name__}: {exc}"
-                del self.sources[name]
+                dropped[name] = f"{type(exc).__name__}: {exc}"
+        for name in dropped:
+            del self.sources[name]
+        self.missing.update(dropped)
+        if dropped:
+            row["missing"] = dropped
         return row
+
+    def _sleep_until(self, deadline: float) -> None:
+        """Sleep in short slices: a stop signal does not cut time.sleep short (PEP 475), and
+        whoever stops the sampler waits for its last sample."""
+        while not self._stop and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.2))
 
     def run(self, duration: float | None = None) -> int:
         self.output.parent.mkdir(parents=True, exist_ok=True)
         first = self.sample()
+        first.pop("missing", None)  # what the first sample lacked, the header says
         header = {
             "header": True,
             "host": socket.gethostname(),
@@ -99,9 +111,13 @@ class Sampler:
             next_t = time.monotonic() + self.interval
             truncated = False
             while not self._stop and (end is None or time.monotonic() < end):
-                time.sleep(max(0.0, next_t - time.monotonic()))
-                next_t += self.interval
+                self._sleep_until(next_t)
+                if self._stop:
+                    break
                 line = json.dumps(self.sample()) + "\n"
+                # After a stall (the job suspended, a slow source) the next sample comes at
+                # least half an interval on, not in a burst that catches up the missed ones.
+                next_t = max(next_t + self.interval, time.monotonic() + self.interval / 2)
                 if written + len(line) > self.max_bytes:
                     fh.write(json.dumps({"truncated": True, "t": time.time()}) + "\n")
                     truncated = True
@@ -160,7 +176,11 @@ def read_samples(path: Path) -> tuple[dict, list[dict]]:
                 continue
             if record.get("header"):
                 header = record
-            elif "t" in record and not record.get("truncated"):
+            elif record.get("truncated"):
+                header["truncated"] = True
+            elif "t" in record:
+                for name, why in record.get("missing", {}).items():
+                    header.setdefault("missing", {})[name] = f"dropped during the run: {why}"
                 rows.append(record)
     return header, rows
 
