@@ -126,6 +126,12 @@ CASES = [
     ),
     ("unknown-fabric", "ofed", {"ofed_fabric": "omnipath"}, "ofed_fabric"),
     (
+        "ofed-module-list-as-a-string",
+        "ofed",
+        {"ofed_modules": {"infiniband": "mlx5_ib"}},
+        "ofed_modules has no valid module list for ofed_fabric=infiniband",
+    ),
+    (
         "bad-softroce-netdev",
         "ofed",
         {"ofed_fabric": "softroce", "ofed_softroce_netdev": "eth0; rm -rf /"},
@@ -267,6 +273,12 @@ CASES = [
         "slurm",
         {"slurm_extra_config": {"Node Name": "x"}},
         "slurm_extra_config keys ['Node Name']",
+    ),
+    (
+        "slurm-extra-config-value-of-two-lines",
+        "slurm",
+        {"slurm_extra_config": {"MaxJobCount": "100\nSlurmUser=root"}},
+        "its values one line each",
     ),
     ("slurm-unknown-mpi", "slurm", {"slurm_mpi_default": "openmpi"}, "slurm_mpi_default"),
     (
