@@ -123,3 +123,8 @@ def test_a_point_without_a_rate_has_no_bar_and_says_why():
     heights = [bar.get_height() for bar in ax.patches]
     assert heights == [50.0, 0, 40, 0]  # this run's bars, then the baseline's
     assert sorted(t.get_text() for t in ax.texts) == ["failed", "not run"]
+
+
+def test_a_counter_that_could_not_be_read_is_no_sample_not_a_zero():
+    unread = ({}, [{"t": 100.0 + i, "fabric": {"rxe0/1": {"xmit_bytes": None}}} for i in range(5)])
+    assert cluster_rate(Point(1, {}, {"a": unread}), "fabric", "xmit_bytes") is None

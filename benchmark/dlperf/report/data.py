@@ -84,10 +84,14 @@ def counter_series(
             continue
         if times and row["t"] <= times[-1]:
             continue
+        # A counter the source could not read is None: a sample without any is no sample,
+        # not a zero (which would draw a flat line of no traffic).
+        values = [v.get(key) for k, v in entries.items() if select is None or select(k)]
+        values = [x for x in values if x is not None]
+        if not values:
+            continue
         times.append(row["t"])
-        totals.append(
-            sum(v.get(key) or 0 for k, v in entries.items() if select is None or select(k))
-        )
+        totals.append(sum(values))
     return times, totals
 
 
