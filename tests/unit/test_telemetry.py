@@ -103,16 +103,22 @@ def test_sampler_stops_at_its_size_limit(tmp_path):
     assert rows_of(out)[-1].get("truncated") is True
 
 
-def test_sampler_stops_cleanly_on_sigterm(tmp_path):
-    out = tmp_path / "t.jsonl"
+def start_sampler(out: Path, interval: str, lines: int, *flags: str, **popen) -> subprocess.Popen:
+    """`dlperf telemetry` running, once its file holds LINES lines (the header and samples)."""
     proc = subprocess.Popen(
-        [str(BIN / "dlperf"), "telemetry", "--output", str(out), "--interval", "0.2"]
+        [str(BIN / "dlperf"), "telemetry", "--output", str(out), "--interval", interval, *flags],
+        **popen,
     )
     deadline = time.monotonic() + 30
-    while (
-        not out.exists() or len(out.read_text().splitlines()) < 3
-    ) and time.monotonic() < deadline:
+    while not out.exists() or len(out.read_text().splitlines()) < lines:
+        assert time.monotonic() < deadline, f"{out}: fewer than {lines} lines after 30 s"
         time.sleep(0.1)
+    return proc
+
+
+def test_sampler_stops_cleanly_on_sigterm(tmp_path):
+    out = tmp_path / "t.jsonl"
+    proc = start_sampler(out, "0.2", lines=3)
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     rows = rows_of(out)  # every line is whole JSON
@@ -123,16 +129,7 @@ def test_sampler_started_over_ssh_stops_when_its_stdin_closes(tmp_path):
     # The sweep starts remote samplers as `ssh host dlperf telemetry --stop-on-stdin-eof`: SSH
     # forwards no signal, so the connection closing (sweep done or killed) must end them.
     out = tmp_path / "t.jsonl"
-    proc = subprocess.Popen(
-        [str(BIN / "dlperf"), "telemetry", "--output", str(out), "--interval", "0.2",
-         "--stop-on-stdin-eof"],
-        stdin=subprocess.PIPE,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while (
-        not out.exists() or len(out.read_text().splitlines()) < 3
-    ) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    proc = start_sampler(out, "0.2", 3, "--stop-on-stdin-eof", stdin=subprocess.PIPE)
     assert proc.poll() is None, "the sampler must run while its stdin is open"
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
@@ -208,14 +205,7 @@ def test_after_a_stall_the_sampler_does_not_catch_up_in_a_burst(tmp_path, monkey
 
 def test_a_stop_signal_ends_a_long_interval_at_once(tmp_path):
     out = tmp_path / "t.jsonl"
-    proc = subprocess.Popen(
-        [str(BIN / "dlperf"), "telemetry", "--output", str(out), "--interval", "60"]
-    )
-    deadline = time.monotonic() + 30
-    while (
-        not out.exists() or len(out.read_text().splitlines()) < 2
-    ) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    proc = start_sampler(out, "60", lines=2)
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
