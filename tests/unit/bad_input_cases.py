@@ -103,6 +103,24 @@ CASES = [
         "isilon_export_path '/data'",
     ),
     ("isilon-bad-address", "isilon", {"isilon_node_ips": ["198.18.0.300"]}, "198.18.0.300"),
+    (
+        "isilon-mount-options-with-suid",
+        "isilon",
+        {"isilon_smartconnect_zone": "nas.example", "isilon_mount_options": ["suid", "nodev"]},
+        "needs nodev and nosuid, and neither dev nor suid",
+    ),
+    (
+        "isilon-mount-options-without-nodev",
+        "isilon",
+        {"isilon_smartconnect_zone": "nas.example", "isilon_mount_options": ["nosuid", "hard"]},
+        "needs nodev and nosuid",
+    ),
+    (
+        "nfs-client-defaults-without-nosuid",
+        "nfs_client",
+        {"nfs_client_mounts": [GOOD_MOUNT], "nfs_client_default_options": ["nodev", "hard"]},
+        "nfs_client_allow_dev_suid",
+    ),
     ("mlnx-ofed-without-bundle", "ofed", {"ofed_source": "mlnx_ofed"}, "ofed_mlnx_bundle"),
     (
         "mlnx-ofed-bundle-missing",
