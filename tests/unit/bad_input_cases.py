@@ -24,6 +24,30 @@ CASES = [
         "nfs_server_allow_world_exports",
     ),
     (
+        "world-export-as-a-netmask",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, clients=["0.0.0.0/0.0.0.0"])]},
+        "(everyone)",
+    ),
+    (
+        "world-export-ipv6",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, clients=["0::/0"])]},
+        "nfs_server_allow_world_exports",
+    ),  # fmt: skip
+    (
+        "export-beyond-the-cluster-subnets",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, clients=["198.18.0.0/24", "8.8.0.0/16"])]},
+        "'8.8.0.0/16', which lies outside cluster_subnets (198.18.0.0/24)",
+    ),
+    (
+        "anonuid-0-without-opt-in",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, options=["rw", "all_squash", "anonuid=0"])]},
+        "nfs_server_allow_no_root_squash",
+    ),
+    (
         "relative-export-path",
         "nfs_server",
         {"nfs_server_exports": [dict(GOOD_EXPORT, path="srv/nfs")]},

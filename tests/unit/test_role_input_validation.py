@@ -127,10 +127,14 @@ def test_missing_cluster_address_is_named(run_playbook):
     assert "'cluster_ip'" in message and "localhost" in message
 
 
-def test_opt_ins_let_world_export_and_no_root_squash_through_validation(run_playbook):
+def test_opt_ins_let_world_and_other_networks_and_no_root_squash_through_validation(run_playbook):
     extra = {
-        "nfs_server_exports": [dict(GOOD_EXPORT, clients=["*"], options=["rw", "no_root_squash"])],
+        "nfs_server_exports": [
+            dict(GOOD_EXPORT, clients=["*"], options=["rw", "no_root_squash"]),
+            dict(GOOD_EXPORT, path="/srv/nfs/other", clients=["203.0.113.0/24"]),
+        ],
         "nfs_server_allow_world_exports": True,
+        "nfs_server_allow_other_networks": True,
         "nfs_server_allow_no_root_squash": True,
     }
     plays = apply_role("nfs_server")
