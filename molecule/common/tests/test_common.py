@@ -74,7 +74,9 @@ def test_benchmark_key_pair_is_the_same_on_every_node_and_private(podman, node):
     head_pub = podman("head01").file("/home/dlperf/.ssh/id_ed25519.pub").content_string.strip()
     assert head_pub.startswith("ssh-ed25519 ")
     assert host.file("/home/dlperf/.ssh/id_ed25519.pub").content_string.strip() == head_pub
-    assert head_pub in host.file("/home/dlperf/.ssh/authorized_keys").content_string
+    # the one key, taken only from the cluster subnet and loopback
+    [trusted] = host.file("/home/dlperf/.ssh/authorized_keys").content_string.splitlines()
+    assert trusted == f'from="198.18.101.0/24,127.0.0.1,::1" {head_pub}', trusted
 
 
 @pytest.mark.parametrize("node", NODES)
@@ -102,8 +104,11 @@ def test_root_cannot_use_the_benchmark_key_to_log_in_as_root(podman):
 @pytest.mark.parametrize("node", NODES)
 def test_sshd_hardening_is_in_effect(podman, node):
     host = podman(node)
-    drop_in = host.file("/etc/ssh/sshd_config.d/50-dlperf-hardening.conf")
+    drop_in = host.file("/etc/ssh/sshd_config.d/00-dlperf-hardening.conf")
     assert drop_in.mode == 0o644
+    # an image's own drop-in (prepare.yml writes cloud-init's) comes later and loses
+    cloud_init = host.file("/etc/ssh/sshd_config.d/50-cloud-init.conf")
+    assert cloud_init.contains("PasswordAuthentication yes")
     effective = host.check_output("sshd -T").lower().splitlines()
     assert "passwordauthentication no" in effective
     assert "permitrootlogin without-password" in effective
