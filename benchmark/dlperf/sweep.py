@@ -139,8 +139,17 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     log = partial / "train.log"
     launch = launchers.run(cfg, nodes, partial, log)
     result_file = partial / "result.json"
-    if not result_file.exists() or launch.rc != 0:
-        previous = json.loads(result_file.read_text()) if result_file.exists() else {}
+    previous = json.loads(result_file.read_text()) if result_file.exists() else {}
+    # A time-to-accuracy run that used up its epochs below the target exits 3 (horovodrun
+    # passes that on as 1): its result is whole and stays ok, without a time to accuracy. Run
+    # again, it would train all its epochs again to the same end.
+    ran_out = (
+        launch.rc in (1, 3)
+        and previous.get("status") == "ok"
+        and previous.get("mode") == "tta"
+        and previous.get("reached_target") is False
+    )
+    if not result_file.exists() or (launch.rc != 0 and not ran_out):
         write_result(
             result_file,
             Result(

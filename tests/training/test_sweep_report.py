@@ -273,3 +273,18 @@ def test_a_throughput_sweep_report_takes_fig3_from_a_tta_sweep_or_says_why_not(s
     assert [round(b.get_height(), 6) for b in fig3a.patches][1] == round(
         tta2["time_to_accuracy_s"] / 60, 6
     )
+
+
+def test_a_run_that_ran_out_of_epochs_is_kept_as_it_ended_and_not_run_again(tmp_path, digits):
+    # Target out of reach in one epoch: `dlperf train` exits 3 (horovodrun reports 1).
+    unreachable = [*TINY, "--batch-size", "64", "--mode", "tta", "--target-top1", "0.999",
+                   "--max-epochs", "1", "--data", str(digits / "train.rec"),
+                   "--val-data", str(digits / "val.rec")]  # fmt: skip
+    proc = sweep(tmp_path, "short", *unreachable, nodes="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "short/1nodes/result.json").read_text())
+    assert result["status"] == "ok" and result["reached_target"] is False, result
+    assert result["epochs"] == 1 and result["throughput_img_per_s"] > 0
+    assert result["time_to_accuracy_s"] is None
+    again = sweep(tmp_path, "short", *unreachable, nodes="1")
+    assert again.returncode == 0 and "skipped" in again.stdout, again.stdout

@@ -34,7 +34,7 @@ CASES = [
         "nfs_server",
         {"nfs_server_exports": [dict(GOOD_EXPORT, clients=["0::/0"])]},
         "nfs_server_allow_world_exports",
-    ),  # fmt: skip
+    ),
     (
         "export-beyond-the-cluster-subnets",
         "nfs_server",
