@@ -285,7 +285,7 @@ def run_sweep_command(args, train_args: list[str]) -> int:
             nodes=parse_nodes(args.nodes),
             procs_per_node=args.procs_per_node,
             launcher=args.launcher,
-            results=args.results,
+            results=args.results.resolve(),  # the same path for ranks and remote samplers
             run_id=run_id,
             train_args=train_args,
             hosts=[h for h in args.hosts.split(",") if h],

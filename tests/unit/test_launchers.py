@@ -26,3 +26,16 @@ def test_the_remote_shell_gets_the_samplers_arguments_back_whole():
 def test_here_the_sampler_is_started_without_a_shell():
     cmd = sampler_command("localhost", Path("/r/with blank"), 1.0)
     assert cmd[:2] == [dlperf_binary(), "telemetry"] and cmd[3].startswith("/r/with blank/")
+
+
+def test_a_relative_results_directory_reaches_the_hosts_as_an_absolute_path(tmp_path):
+    # Remote samplers start in the benchmark user's home, not here: a relative path would put
+    # their telemetry (or nothing) elsewhere.
+    proc = subprocess.run(
+        [dlperf_binary(), "sweep", "--dry-run", "--launcher", "hosts", "--hosts", "a,b",
+         "--nodes", "2", "--results", "rel", "--run-id", "x"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"results in {tmp_path / 'rel' / 'x'}" in proc.stdout, proc.stdout
+    assert f"--output {tmp_path / 'rel' / 'x' / '.2nodes.partial'}" in proc.stdout, proc.stdout
