@@ -288,7 +288,7 @@ def run_sweep_command(args, train_args: list[str]) -> int:
             results=args.results.resolve(),  # the same path for ranks and remote samplers
             run_id=run_id,
             train_args=train_args,
-            hosts=[h for h in args.hosts.split(",") if h],
+            hosts=[h.strip() for h in args.hosts.split(",") if h.strip()],
             controller=args.controller,
             network_interface=args.network_interface,
             telemetry_interval=args.telemetry_interval,

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -79,6 +80,18 @@ def validate(cfg: SweepConfig) -> None:
     if cfg.launcher == "hosts":
         if not cfg.hosts:
             raise SweepError("--launcher hosts needs --hosts h1,h2,...")
+        odd = [h for h in cfg.hosts if not h or ":" in h or h != h.strip()]
+        if odd:
+            raise SweepError(
+                f"--hosts {','.join(cfg.hosts)!r}: {odd[0]!r} is not a host name (the slots come "
+                "from --procs-per-node, not host:slots)"
+            )
+        twice = sorted({h for h in cfg.hosts if cfg.hosts.count(h) > 1})
+        if twice:
+            raise SweepError(
+                f"--hosts {','.join(cfg.hosts)!r}: {', '.join(twice)} appears twice (a 2-node "
+                "point would run on one node)"
+            )
         if max(cfg.nodes) > len(cfg.hosts):
             raise SweepError(f"--nodes {max(cfg.nodes)}: only {len(cfg.hosts)} hosts in --hosts")
     if cfg.launcher not in launchers.NAMES:
@@ -186,10 +199,39 @@ def _raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
 
+def hold_run(root: Path, run_id: str):
+    """An exclusive lock on RUN/sweep.lock for as long as the returned file stays open: a second
+    sweep of the same run id (an Ansible rerun while the first still runs on the node) would
+    remove the running point's directory under it. The lock file names its holder."""
+    import fcntl
+
+    fh = (root / "sweep.lock").open("a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise SweepError(
+            f"--run-id {run_id}: another sweep of it is running ({holder}); wait for it, or stop "
+            "it (it resumes later with the same run id)"
+        ) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    fh.flush()
+    return fh
+
+
 def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
     validate(cfg)
     root = cfg.results / cfg.run_id
     root.mkdir(parents=True, exist_ok=True)
+    with hold_run(root, cfg.run_id):
+        return _run_held(cfg, root, progress)
+
+
+def _run_held(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
     settings = {
         k: v for k, v in asdict(cfg).items() if k not in ("results", "quiet", "nodes", "timeout")
     }

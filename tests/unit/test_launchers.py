@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -39,3 +40,18 @@ def test_a_relative_results_directory_reaches_the_hosts_as_an_absolute_path(tmp_
     assert proc.returncode == 0, proc.stderr
     assert f"results in {tmp_path / 'rel' / 'x'}" in proc.stdout, proc.stdout
     assert f"--output {tmp_path / 'rel' / 'x' / '.2nodes.partial'}" in proc.stdout, proc.stdout
+
+
+def test_a_second_sweep_of_a_running_run_id_is_refused_naming_the_first(tmp_path):
+    from dlperf.sweep import hold_run
+
+    root = tmp_path / "results" / "r1"
+    root.mkdir(parents=True)
+    with hold_run(root, "r1"):  # the first sweep, still running
+        proc = subprocess.run(
+            [dlperf_binary(), "sweep", "--results", str(tmp_path / "results"), "--run-id", "r1"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert f"--run-id r1: another sweep of it is running (pid {os.getpid()} on" in proc.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["sweep.lock"]  # it started nothing
