@@ -251,6 +251,20 @@ WAITING_STATES = {
     "PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
     "SUSPENDED",
 }  # fmt: skip
+# Reasons a pending job keeps until someone changes the job or the site's limits: waiting for
+# them would hold the sweep for ever (a --time above the partition's MaxTime is accepted when
+# EnforcePartLimits is NO, Slurm's default, and pends as PartitionTimeLimit). A user's or an
+# admin's hold is not among them: it is released.
+NEVER_STARTS = {
+    "PartitionTimeLimit", "PartitionNodeLimit", "DependencyNeverSatisfied", "BadConstraints",
+    "InvalidQOS", "InvalidAccount",
+}  # fmt: skip
+
+
+def never_starts(reason: str | None) -> bool:
+    return bool(reason) and (reason in NEVER_STARTS or "MaxWallDuration" in reason)
+
+
 # Slurm ends a job at its --time (the sweep's --timeout). A job seen running (or not seen at all:
 # a controller that stops answering) this long past it is given up on and cancelled.
 GRACE_S = 600.0
@@ -352,19 +366,33 @@ def follow_job(job_id: str, limit_s: float, log: Path, details: dict) -> dict:
             said = (answer["JobState"], answer.get("Reason"))
             with log.open("a") as fh:
                 fh.write(f"dlperf sweep: slurm job {job_id} {said[0]} ({said[1] or 'no reason'})\n")
+        if waiting and never_starts(answer.get("Reason")):
+            with log.open("a") as fh:
+                fh.write(
+                    f"dlperf sweep: slurm job {job_id} cannot start: {answer['Reason']} does not "
+                    "clear without a change to the job or the partition's limits (e.g. a --time "
+                    "above the partition's MaxTime: lower --timeout, or give --sbatch-arg "
+                    "--partition= of one that allows it); cancelled it\n"
+                )
+            return _cancelled(job_id, state)
         elif answer and not waiting and "queued_s" not in details:
             details["queued_s"] = round(now - submitted, 1)
         if counted > limit_s:
             break
         time.sleep(POLL_S)
-    cancel(job_id)
     with log.open("a") as fh:
         fh.write(
             f"dlperf sweep: slurm job {job_id} had not ended after {counted:.0f} s running or "
             f"unseen (its --time plus {GRACE_S:.0f} s; last state "
             f"{state.get('JobState') or 'unknown'}): cancelled it\n"
         )
-    for _ in range(30):  # what Slurm makes of the cancel, if it answers
+    return _cancelled(job_id, state)
+
+
+def _cancelled(job_id: str, state: dict) -> dict:
+    """Cancel the job; its state once Slurm has ended it (STATE if Slurm does not answer)."""
+    cancel(job_id)
+    for _ in range(30):
         answer = job_state(job_id)
         if answer.get("JobState") in FINAL_STATES:
             return answer

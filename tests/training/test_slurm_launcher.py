@@ -221,3 +221,23 @@ def test_a_job_running_past_its_time_and_the_grace_is_cancelled_and_said_so(
     assert launch.details["job_state"] == "CANCELLED"
     assert "had not ended" in log.read_text() and "cancelled it" in log.read_text()
     assert slurm.drained(within=60) == []
+
+
+def test_a_job_that_can_never_start_is_cancelled_at_once_naming_the_reason(
+    slurm, tmp_path, monkeypatch
+):
+    # The partition allows 1 minute; the point asks for more (--time from --timeout). Slurm
+    # accepts it (EnforcePartLimits=NO) and would keep it pending as PartitionTimeLimit for ever.
+    slurm.run("scontrol", "update", "PartitionName=test", "MaxTime=1")
+    try:
+        t0 = time.monotonic()
+        launch, log = run_point_job(
+            slurm, tmp_path, monkeypatch, timeout=600, sbatch=[], train=THROUGHPUT
+        )
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=test", "MaxTime=INFINITE")
+    text = log.read_text()
+    assert time.monotonic() - t0 < 60, text
+    assert launch.rc != 0 and launch.details["job_state"] == "CANCELLED", text
+    assert "cannot start: PartitionTimeLimit does not clear" in text, text
+    assert slurm.drained(within=60) == []
