@@ -84,16 +84,20 @@ class Telemetry:
 
     def __init__(self, hosts: list[str], directory: Path, interval: float):
         self.procs: list[subprocess.Popen] = []
+        self.logs = [directory / f"{host}.log" for host in hosts]
         for host in hosts:
-            self.procs.append(
-                subprocess.Popen(
-                    sampler_command(host, directory, interval),
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
+            # What a sampler says (an SSH refusal, an unknown host key, a missing dlperf) goes
+            # to telemetry/<host>.log, as the Slurm launcher's sampler step writes it.
+            with (directory / f"{host}.log").open("ab") as err:
+                self.procs.append(
+                    subprocess.Popen(
+                        sampler_command(host, directory, interval),
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        start_new_session=True,
+                    )
                 )
-            )
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -103,6 +107,9 @@ class Telemetry:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        for log in self.logs:  # keep only what has something to say
+            if log.exists() and log.stat().st_size == 0:
+                log.unlink()
 
 
 def horovod_command(cfg, nodes: int, partial: Path) -> tuple[list[str], list[str], str, str | None]:

@@ -87,8 +87,15 @@ def launch_command(
 
 
 def train_flag(train_args: list[str], flag: str, default: str) -> str:
-    """The value given to FLAG in a `dlperf train` argument list, else DEFAULT."""
-    return train_args[train_args.index(flag) + 1] if flag in train_args[:-1] else default
+    """The value given to FLAG in a `dlperf train` argument list (``--flag value`` or
+    ``--flag=value``; the last one given, as argparse takes it), else DEFAULT."""
+    value = default
+    for i, arg in enumerate(train_args):
+        if arg == flag and i + 1 < len(train_args):
+            value = train_args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1 :]
+    return value
 
 
 def srun_mpi(train_args: list[str]) -> str:

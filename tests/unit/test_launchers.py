@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from dlperf.launchers import dlperf_binary, sampler_command
@@ -55,3 +56,25 @@ def test_a_second_sweep_of_a_running_run_id_is_refused_naming_the_first(tmp_path
     assert proc.returncode == 2, proc.stderr
     assert f"--run-id r1: another sweep of it is running (pid {os.getpid()} on" in proc.stderr
     assert sorted(p.name for p in root.iterdir()) == ["sweep.lock"]  # it started nothing
+
+
+def test_a_sampler_that_cannot_start_says_why_in_its_hosts_log(tmp_path):
+    from dlperf.launchers import Telemetry
+
+    # A host SSH cannot reach (BatchMode: no prompt): the refusal is kept, not thrown away.
+    telemetry = Telemetry(["localhost", "nohost.invalid"], tmp_path, 0.2)
+    time.sleep(1.0)
+    telemetry.stop()
+    assert (tmp_path / "nohost.invalid.log").read_text().strip(), "ssh said nothing?"
+    assert not (tmp_path / "localhost.log").exists()  # nothing to say: no file
+    assert list(tmp_path.glob("*.jsonl"))  # the local sampler sampled
+
+
+def test_train_flags_are_read_in_both_of_argparses_forms():
+    from dlperf_module_utils.dlperf_job import train_flag
+
+    assert train_flag(["--mode", "tta", "--data", "x"], "--mode", "throughput") == "tta"
+    assert train_flag(["--mode=tta"], "--mode", "throughput") == "tta"
+    assert train_flag(["--backend=pytorch", "--backend", "mxnet"], "--backend", "x") == "mxnet"
+    assert train_flag(["--mode"], "--mode", "throughput") == "throughput"
+    assert train_flag(["--model", "resnet50_v1.5"], "--mode", "throughput") == "throughput"
