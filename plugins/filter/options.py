@@ -61,10 +61,14 @@ def shape_errors(options, values, comma_lists=()) -> list[str]:
         is_list = isinstance(value, Sequence) and not isinstance(value, str)
         if isinstance(value, Mapping) or is_list:
             shape = "a mapping" if isinstance(value, Mapping) else "a list"
-            errors.append(f"{name} must be a single value ({kind}), not {shape}: {value!r}.")
+            shown = "" if (spec or {}).get("no_log") else f": {value!r}"  # a secret stays out
+            errors.append(f"{name} must be a single value ({kind}), not {shape}{shown}.")
     for (name, spec), value in zip(options.items(), values, strict=True):
         kind = (spec or {}).get("type")
         if kind == "list" and isinstance(value, str) and name not in comma_lists:
+            if (spec or {}).get("no_log"):
+                errors.append(f"{name} must be a list, not text.")
+                continue
             items = ", ".join(part.strip() for part in value.split(",") if part.strip())
             errors.append(f"{name} must be a list, e.g. [{items}], not the text {value!r}.")
     return errors

@@ -3,6 +3,8 @@ refused naming the variable. Real ansible-playbook runs (check mode)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .bad_input_cases import GOOD_EXPORT
@@ -82,4 +84,14 @@ def test_a_list_option_given_as_text_is_refused_naming_it(run_playbook, role, na
     [(task, message)] = run.failed_tasks()
     assert is_validation_task(task), task
     assert needle in message, message
+    assert run.stats["localhost"]["changed"] == 0
+
+
+def test_a_secret_of_the_wrong_shape_is_named_but_never_shown(run_playbook):
+    key = ["-----BEGIN OPENSSH PRIVATE KEY-----", "c2VjcmV0LWtleS1tYXRlcmlhbA==", "-----END"]
+    run = run_playbook(apply_role("common"), inventory(), {"common_bench_ssh_private_key": key})
+    [(task, message)] = run.failed_tasks()
+    assert is_validation_task(task), task
+    assert "common_bench_ssh_private_key must be a single value (str), not a list." in message
+    assert "c2VjcmV0" not in json.dumps(run.output) + run.stderr, message  # anywhere in the run
     assert run.stats["localhost"]["changed"] == 0
