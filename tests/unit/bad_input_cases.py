@@ -297,6 +297,12 @@ CASES = [
     ),
     ("unknown-chrony-mode", "common", {"common_chrony_mode": "peer"}, "common_chrony_mode"),
     (
+        "time-server-without-networks",
+        "common",
+        {"common_chrony_mode": "server", "common_cluster_subnets": []},
+        "chrony would answer no node",
+    ),
+    (
         "slurm-cluster-name-upper-case",
         "slurm",
         {"slurm_cluster_name": "DL"},
