@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -321,27 +322,42 @@ def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     env = job_environment(dict(os.environ), defaults=defaults)
     started = time.time()
     # An interrupt while sbatch runs would lose a job that is already queued (or running) with
-    # no id to cancel it by: Ctrl-C and SIGTERM wait until sbatch has answered, and arrive in
-    # the loop below, which cancels the job.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    # no id to cancel it by: Ctrl-C and SIGTERM are held until sbatch has answered, then
+    # delivered inside the loop below, which cancels the job. Python's handlers run in the main
+    # thread whichever thread the signal reaches (a progress display's refresh thread), which a
+    # signal mask, the main thread's alone, could not ensure.
+    held: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in INTERRUPTS:
+            previous[s] = signal.signal(s, lambda signum, _frame: held.append(signum))
     try:
         submit = subprocess.run(
             cmd, capture_output=True, text=True, env=env, timeout=300, check=False
         )
-        job_id = submit.stdout.strip().split(";")[0]  # JOBID[;CLUSTER]
-        details: dict = {"launcher": "slurm", "job_id": job_id or None}
-        if submit.returncode != 0 or not job_id.isdigit():
-            with log.open("a") as fh:
-                fh.write(f"sbatch rc={submit.returncode}: {submit.stderr.strip()}\n")
-            return Launch(submit.returncode or 1, cmd, started, details)
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a waiting interrupt raises here
-            state = follow_job(job_id, cfg.timeout + GRACE_S, log, details)
-        except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
-            cancel(job_id)
-            raise
+    except subprocess.TimeoutExpired:
+        submit = subprocess.CompletedProcess(
+            cmd, 1, "", f"no answer within 300 s (a job named dlperf-{cfg.run_id}-{nodes}n may "
+            "still be queued: squeue --name= finds it)",
+        )  # fmt: skip
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    job_id = submit.stdout.strip().split(";")[0]  # JOBID[;CLUSTER]
+    details: dict = {"launcher": "slurm", "job_id": job_id or None}
+    if submit.returncode != 0 or not job_id.isdigit():
+        with log.open("a") as fh:
+            fh.write(f"sbatch rc={submit.returncode}: {submit.stderr.strip()}\n")
+        for signum in held[:1]:
+            signal.raise_signal(signum)  # the interrupt, now that nothing is left behind
+        return Launch(submit.returncode or 1, cmd, started, details)
+    try:
+        for signum in held[:1]:
+            signal.raise_signal(signum)  # runs the restored handler: raises here
+        state = follow_job(job_id, cfg.timeout + GRACE_S, log, details)
+    except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
+        cancel(job_id)
+        raise
     details.update(
         job_state=state.get("JobState"),
         exit_code=state.get("ExitCode"),
