@@ -77,3 +77,25 @@ def test_a_header_left_from_an_earlier_file_is_not_trusted(tmp_path):
     with rec.open("ab") as fh:  # the .rec rewritten since by another tool
         fh.write(b"\0" * 4)
     assert class_count(rec, lambda path: 99) == 99  # scanned
+
+
+def test_a_payload_holding_the_magic_number_is_split_as_dmlc_writes_it(tmp_path):
+    import struct
+
+    import mxnet as mx
+    from dlperf.data.recordio import MAGIC, RecordFile, _pack_record
+
+    magic = struct.pack("<I", MAGIC)
+    # a header's worth of bytes, then the magic at byte 24 and again at 32 (4-byte boundaries)
+    payload = bytes(24) + magic + b"abcd" + magic + b"tail!"
+    rec = tmp_path / "m.rec"
+    packed = _pack_record(payload)
+    rec.write_bytes(packed)
+    rec.with_suffix(".idx").write_text("0\t0\n")
+    # the only aligned magic words left are the parts' own headers, as dmlc's writer leaves them
+    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
+    assert [i * 4 for i, w in enumerate(words) if w == magic] == [0, 32, 44]
+    reader = mx.recordio.MXRecordIO(str(rec), "r")  # MXNet's own reader joins the parts
+    assert reader.read() == payload
+    reader.close()
+    assert RecordFile(rec)._payload(0) == payload

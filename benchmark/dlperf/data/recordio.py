@@ -2,7 +2,9 @@
 
 A .rec file is a sequence of records: a little-endian uint32 magic (0xced7230a), a uint32 whose
 upper 3 bits are a continuation flag and lower 29 bits the payload length, the payload, and
-zero padding to 4 bytes. An image record's payload is MXNet's IRHeader (uint32 flag, float32
+zero padding to 4 bytes (a payload holding the magic at a 4-byte boundary is split there into
+parts flagged 1, 2, ..., 3, the magic left out, as dmlc-core's writer does). An image record's
+payload is MXNet's IRHeader (uint32 flag, float32
 label, uint64 id, uint64 id2; ``flag`` extra float32 labels follow when it is > 0) and the
 encoded image. The .idx file has one ``key<TAB>byte offset`` line per record. MXNet's
 ``ImageRecordIter`` reads what ``write_records`` writes (the MXNet engine), and ``RecordFile``
@@ -28,11 +30,26 @@ _HEADER = struct.Struct("<IfQQ")
 _LENGTH_MASK = (1 << 29) - 1
 
 
+def _part(flag: int, data: bytes) -> bytes:
+    pad = (4 - len(data) % 4) % 4
+    return struct.pack("<II", MAGIC, flag << 29 | len(data)) + data + b"\0" * pad
+
+
 def _pack_record(payload: bytes) -> bytes:
+    """One record as dmlc-core's writer lays it out: a payload holding the magic number at a
+    4-byte boundary is split there (flags 1, 2..., 3; the magic itself left out, readers put it
+    back), so that a reader looking for record starts by the magic never starts inside one."""
     if len(payload) > _LENGTH_MASK:
         raise ValueError(f"record of {len(payload)} bytes exceeds RecordIO's 2^29-1 limit")
-    pad = (4 - len(payload) % 4) % 4
-    return struct.pack("<II", MAGIC, len(payload)) + payload + b"\0" * pad
+    cuts = [i for i in range(0, len(payload) - 3, 4) if payload[i : i + 4] == _MAGIC_BYTES]
+    if not cuts:
+        return _part(0, payload)
+    parts, start = [], 0
+    for n, cut in enumerate(cuts):
+        parts.append(_part(1 if n == 0 else 2, payload[start:cut]))
+        start = cut + 4
+    parts.append(_part(3, payload[start:]))
+    return b"".join(parts)
 
 
 def meta_path(path: Path) -> Path:
