@@ -78,3 +78,20 @@ def test_train_flags_are_read_in_both_of_argparses_forms():
     assert train_flag(["--backend=pytorch", "--backend", "mxnet"], "--backend", "x") == "mxnet"
     assert train_flag(["--mode"], "--mode", "throughput") == "throughput"
     assert train_flag(["--model", "resnet50_v1.5"], "--mode", "throughput") == "throughput"
+
+
+def test_a_file_system_that_cannot_lock_runs_the_sweep_unguarded_and_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    import errno
+    import fcntl
+
+    from dlperf.sweep import hold_run
+
+    def no_lock_manager(*_args):  # what flock meets on an NFSv3 mount without lockd/statd
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_lock_manager)
+    with hold_run(tmp_path, "r1"):
+        pass
+    assert "cannot be locked (No locks available); going on without" in capsys.readouterr().err
