@@ -269,6 +269,7 @@ def run_telemetry(args) -> int:
 def run_sweep_command(args, train_args: list[str]) -> int:
     import time
 
+    from dlperf.progress import point_progress
     from dlperf.sweep import (
         SweepConfig,
         SweepError,
@@ -300,22 +301,8 @@ def run_sweep_command(args, train_args: list[str]) -> int:
         if args.dry_run:
             print("\n".join(plan_sweep(cfg)))
             return 0
-        if args.quiet:
-            outcome = run_sweep(
-                cfg, lambda n, s: print(f"sweep {cfg.run_id}: {n} node(s): {s}", flush=True)
-            )
-        else:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-            with console.status(f"sweep {cfg.run_id}") as status:
-
-                def progress(n, state):
-                    status.update(f"sweep {cfg.run_id}: {n} node(s): {state}")
-                    if state != "running":
-                        console.log(f"{n} node(s): {state}")
-
-                outcome = run_sweep(cfg, progress)
+        with point_progress(cfg.run_id, args.quiet) as progress:
+            outcome = run_sweep(cfg, progress)
     except SweepError as exc:
         raise UsageError(str(exc)) from exc
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (sweep.Interrupted)

@@ -3,6 +3,7 @@ logs and CI (or always, with DLPERF_QUIET=1)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -45,3 +46,23 @@ class EpochProgress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+@contextlib.contextmanager
+def point_progress(run_id: str, quiet: bool):
+    """A callback (node count, state) for a sweep's points: a line per change when QUIET, or a
+    status line on the terminal with a line kept for each point that ends."""
+    if quiet:
+        yield lambda n, state: print(f"sweep {run_id}: {n} node(s): {state}", flush=True)
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    with console.status(f"sweep {run_id}") as status:
+
+        def progress(n, state):
+            status.update(f"sweep {run_id}: {n} node(s): {state}")
+            if state != "running":
+                console.log(f"{n} node(s): {state}")
+
+        yield progress

@@ -238,24 +238,34 @@ def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
         return _run_held(cfg, root, progress)
 
 
-def _run_held(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
+def sweep_settings(cfg: SweepConfig) -> dict:
+    """What makes two sweeps of a run id the same sweep (sweep.json's settings)."""
     settings = {
         k: v for k, v in asdict(cfg).items() if k not in ("results", "quiet", "nodes", "timeout")
     }
     for default_only in ("gpus_per_node", "sbatch_args"):  # sweeps stored before these existed
         if not settings[default_only]:
             del settings[default_only]
+    return json.loads(json.dumps(settings))
+
+
+def stored_nodes(cfg: SweepConfig, root: Path) -> list[int]:
+    """The node counts of the sweep ROOT holds, with CFG's; refused when ROOT holds a sweep
+    with other settings."""
     stored = root / "sweep.json"
-    if stored.exists():
-        before = json.loads(stored.read_text())
-        if before.get("settings") != json.loads(json.dumps(settings)):
-            raise SweepError(
-                f"--run-id {cfg.run_id}: {root} holds a sweep with other settings; use a new run id"
-            )
-        nodes = sorted(set(before.get("nodes", [])) | set(cfg.nodes))
-    else:
-        nodes = cfg.nodes
-    write_atomic(stored, {"settings": settings, "nodes": nodes})
+    if not stored.exists():
+        return cfg.nodes
+    before = json.loads(stored.read_text())
+    if before.get("settings") != sweep_settings(cfg):
+        raise SweepError(
+            f"--run-id {cfg.run_id}: {root} holds a sweep with other settings; use a new run id"
+        )
+    return sorted(set(before.get("nodes", [])) | set(cfg.nodes))
+
+
+def _run_held(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
+    nodes = stored_nodes(cfg, root)
+    write_atomic(root / "sweep.json", {"settings": sweep_settings(cfg), "nodes": nodes})
     # SIGTERM (a batch system's, systemd's, Ansible's timeout) stops the running point as
     # Ctrl-C does: its launcher cancels what it started; the point is left to run again.
     previous = None
@@ -273,6 +283,7 @@ def plan_sweep(cfg: SweepConfig) -> list[str]:
     (`dlperf sweep --dry-run`, and benchmark.yml in check mode)."""
     validate(cfg)
     root = cfg.results / cfg.run_id
+    stored_nodes(cfg, root)  # a run id holding other settings is refused here too
     lines = [
         f"sweep {cfg.run_id}: {cfg.launcher} launcher, nodes {','.join(map(str, cfg.nodes))}, "
         f"{cfg.procs_per_node} process(es) per node, results in {root}"

@@ -5,8 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shlex
 import signal
+import socket
 import subprocess
+import time
 
 
 def total_slots(hosts: str) -> int:
@@ -155,14 +159,16 @@ def job_environment(base: dict, extra: dict | None = None, defaults: dict | None
 
 
 def run_logged(
-    cmd: list[str], log: str, env: dict, cwd: str, timeout: int, grace: float = 40
+    cmd: list[str], log: str, env: dict, cwd: str | None, timeout: int, grace: float = 40
 ) -> int | None:
     """Run CMD in its own session with stdout and stderr into LOG; its return code, or None
     when it ran past TIMEOUT seconds and its whole process group (launcher and ranks) was
-    stopped: SIGTERM first, which srun and mpirun pass on to the ranks (srun also ends its
-    job), then SIGKILL after GRACE seconds. GRACE outlasts srun's own wait for its step to
-    end (Slurm's KillWait, 30 s by default, plus 2), so srun is not killed before it has
-    ended its job."""
+    stopped: SIGTERM first, which horovodrun, srun and mpirun pass on to the ranks (srun also
+    ends its job), then SIGKILL after GRACE seconds. GRACE outlasts srun's own wait for its
+    step to end (Slurm's KillWait, 30 s by default, plus 2), so srun is not killed before it
+    has ended its job. An exception while it waits (Ctrl-C, or a SIGTERM the caller raises)
+    stops the group the same way before it propagates: in a session of its own, the job does
+    not get the terminal's Ctrl-C."""
     with open(log, "w") as fh:
         proc = subprocess.Popen(
             cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
@@ -170,13 +176,68 @@ def run_logged(
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=grace)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group
-            proc.wait()
+            stop_group(proc, grace)
             return None
+        except BaseException:
+            stop_group(proc, grace)
+            raise
+
+
+def stop_group(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to PROC's process group, SIGKILL to what is left of it after GRACE seconds."""
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def host_names(hosts: str) -> list[str]:
+    """The host names of HOST:SLOTS,..., each once, in order."""
+    return list(dict.fromkeys(e.strip().rpartition(":")[0] for e in hosts.split(",")))
+
+
+def is_this_machine(host: str) -> bool:
+    name = socket.gethostname()
+    return host in (*LOOPBACK, "::1", name, name.split(".")[0], socket.getfqdn())
+
+
+def rank_pattern(output: str) -> str:
+    """An extended regular expression (pgrep -f) for the command lines of the `dlperf train`
+    ranks that write to OUTPUT; the path's own special characters are escaped."""
+    return "dlperf train .*--output " + re.sub(r"([.[\]()*+?{}|^$\\])", r"\\\1", output) + "( |$)"
+
+
+def _on_host(host: str, argv: list[str]) -> int:
+    """ARGV's exit status on HOST (here, or over SSH); -1 when it could not be asked."""
+    if not is_this_machine(host):
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, shlex.join(argv)]
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=60, check=False).returncode
+    except (OSError, subprocess.TimeoutExpired):
+        return -1
+
+
+def stop_stray_ranks(hosts: list[str], output: str, grace: float = 10) -> list[str]:
+    """End the `dlperf train` ranks writing to OUTPUT that outlived their launcher on HOSTS;
+    the hosts where some were found. A rank that horovodrun or mpirun started over SSH does
+    not get a signal when the SSH client is killed: it trains on, holding its GPUs and writing
+    into the point's directory, until it next writes to its closed output. SIGTERM first,
+    SIGKILL to those left after GRACE seconds."""
+    pattern = rank_pattern(output)
+    found = [h for h in dict.fromkeys(hosts) if _on_host(h, ["pkill", "-TERM", "-f", pattern]) == 0]
+    deadline = time.monotonic() + grace
+    left = list(found)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = [h for h in left if _on_host(h, ["pgrep", "-f", pattern]) == 0]
+    for host in left:
+        _on_host(host, ["pkill", "-KILL", "-f", pattern])
+    return found
 
 
 def read_result(output: str) -> dict | None:

@@ -61,7 +61,8 @@ options:
     description:
       - Seconds after which the job is stopped (SIGTERM to the launcher and its ranks, SIGKILL
         40 s later, after srun's own wait of KillWait + 2 s for the step to end) and reported
-        failed.
+        failed. With C(horovodrun) or C(mpirun), ranks of a failed or stopped job still
+        running on any of O(hosts) are then stopped (over SSH).
     type: int
     default: 3600
   start_timeout:
@@ -129,6 +130,14 @@ elapsed_s:
   description: Wall time of the job.
   type: float
   returned: when the job ran
+stray_ranks_stopped_on:
+  description:
+    - Hosts on which ranks of a failed or timed-out job outlived the launcher (ranks started
+      over SSH get no signal when their SSH client is killed) and were stopped, SIGTERM then
+      SIGKILL.
+  type: list
+  elements: str
+  returned: when the launcher (not srun) failed or ran past its timeout
 """
 
 import os  # noqa: E402
@@ -137,12 +146,14 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_job import (  # noqa: E402
     GLOO_TIMEOUT_DEFAULT,
+    host_names,
     job_environment,
     launch_command,
     log_tail,
     read_result,
     rendezvous_environment,
     run_logged,
+    stop_stray_ranks,
     summarise,
 )
 
@@ -203,6 +214,11 @@ def main() -> None:
     env = job_environment(dict(os.environ), p["environment"], defaults=defaults)
     start = time.monotonic()
     rc = run_logged(cmd, log, env, output, p["timeout"])
+    # Ranks that horovodrun or mpirun started over SSH can outlive a launcher that failed or
+    # was stopped (srun's steps end with their job).
+    stray = {}
+    if rc != 0 and p["launcher"] != "srun":
+        stray["stray_ranks_stopped_on"] = stop_stray_ranks(host_names(p["hosts"]), output)
     if rc is None:
         module.fail_json(
             msg=f"job exceeded timeout={p['timeout']}s and was stopped; log tail:\n{log_tail(log)}",
@@ -210,10 +226,12 @@ def main() -> None:
             log=log,
             result_file=result_file,
             rc=-9,
+            **stray,
         )
     elapsed = time.monotonic() - start
     data = read_result(output)
     common = {"cmd": cmd, "log": log, "result_file": result_file, "rc": rc, "elapsed_s": elapsed}
+    common.update(stray)
     if data is not None:
         common["result"] = summarise(data)
     if rc != 0 or data is None or data.get("status") != "ok":

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dlperf import launchers
+from dlperf.launchers import slurm as slurm_launcher
 from dlperf.sweep import SweepConfig
 
 from .conftest import BIN, ENV, TINY
@@ -168,8 +168,8 @@ def test_pytorch_ranks_meet_at_a_port_the_first_allocated_node_picked(slurm, tmp
 def run_point_job(
     slurm, tmp_path, monkeypatch, *, timeout: int, sbatch: list[str], train: list[str]
 ):
-    """launchers.run_slurm for one 1-rank point, in this process (as the sweep calls it), with
-    the sweep's environment."""
+    """The slurm launcher's run for one 1-rank point, in this process (as the sweep calls it),
+    with the sweep's environment."""
     for name, value in {**ENV, "SLURM_CONF": slurm.env["SLURM_CONF"]}.items():
         monkeypatch.setenv(name, value)
     cfg = SweepConfig(
@@ -179,13 +179,13 @@ def run_point_job(
     partial = tmp_path / "point"
     (partial / "telemetry").mkdir(parents=True)
     log = partial / "train.log"
-    return launchers.run_slurm(cfg, 1, partial, log), log
+    return slurm_launcher.run(cfg, 1, partial, log), log
 
 
 def test_time_in_the_queue_is_not_counted_against_the_points_timeout(slurm, tmp_path, monkeypatch):
     # A busy partition: the job waits (held here) longer than --timeout plus the grace the sweep
     # gives a running job, then runs and completes.
-    monkeypatch.setattr(launchers, "GRACE_S", 5.0)
+    monkeypatch.setattr(slurm_launcher, "GRACE_S", 5.0)
     held_s = 25  # > timeout 15 + grace 5
 
     def release_later():
@@ -219,7 +219,7 @@ def test_a_job_running_past_its_time_and_the_grace_is_cancelled_and_said_so(
 ):
     # Slurm would end it at its --time (1 minute at the least); with the grace shortened, the
     # sweep's own limit comes first, as it does on a cluster whose controller stopped answering.
-    monkeypatch.setattr(launchers, "GRACE_S", 2.0)
+    monkeypatch.setattr(slurm_launcher, "GRACE_S", 2.0)
     long = [*TINY, "--batch-size", "16", "--iterations", "100000", "--warmup-iterations", "2"]
     t0 = time.monotonic()
     launch, log = run_point_job(slurm, tmp_path, monkeypatch, timeout=3, sbatch=[], train=long)

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -138,3 +139,52 @@ def test_sigterm_stops_a_local_sweep_its_ranks_and_says_how_to_resume(tmp_path):
         assert time.monotonic() < deadline, "ranks left running after the sweep stopped"
         time.sleep(0.5)
     assert not (tmp_path / "term" / "1nodes").exists()
+
+
+# Stands in for SSH to another machine: runs the remote command line here, in a session of its
+# own, as sshd runs it on a remote host, and relays its output as the client does; killing this
+# client leaves the command running, as there, until it next writes.
+FAKE_SSH = """#!{python}
+import subprocess, sys
+args, host = sys.argv[1:], None
+while args and (args[0].startswith("-") or host is None):  # options before and after the host
+    if args[0] in ("-o", "-p", "-i", "-l"):
+        args = args[2:]
+    elif args[0].startswith("-"):
+        args = args[1:]
+    else:
+        host, args = args[0], args[1:]
+remote = subprocess.Popen(["bash", "-c", " ".join(args)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, start_new_session=True)
+for line in remote.stdout:
+    sys.stdout.buffer.write(line)
+    sys.stdout.flush()
+sys.exit(remote.wait())
+"""
+
+
+def test_a_hosts_point_past_its_timeout_leaves_no_rank_running_on_its_hosts(tmp_path):
+    """horovodrun reaches a host that is not this machine (192.0.2.1, a documentation address)
+    over `ssh`; killing it at --timeout kills its SSH clients, which leaves the ranks behind on
+    a real remote host. The launcher stops them there, over SSH."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ssh").write_text(FAKE_SSH.format(python=sys.executable))
+    (bindir / "ssh").chmod(0o755)
+    train = [*TINY, "--batch-size", "16", "--classes", "10", "--iterations", "100000",
+             "--warmup-iterations", "2"]  # fmt: skip
+    env = dict(ENV, PATH=f"{bindir}:{ENV['PATH']}")
+    proc = subprocess.run(
+        [str(BIN / "dlperf"), "sweep", "--quiet", "--launcher", "hosts", "--hosts", "192.0.2.1",
+         "--network-interface", "lo", "--nodes", "1", "--timeout", "40", "--results",
+         str(tmp_path / "r"), "--run-id", "stray", "--telemetry-interval", "0.5", *train],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "1 node(s): failed" in proc.stdout, proc.stdout + proc.stderr
+    pattern = rank_pattern(tmp_path / "r" / "stray" / ".1nodes.partial")
+    assert subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 1
+    log = (tmp_path / "r" / "stray" / "1nodes" / "train.log").read_text()
+    assert "the point ran past --timeout 40 s: stopped horovodrun" in log, log
+    assert "stopped ranks left running on 192.0.2.1" in log, log
+    # the rank had started (its sampler too, over the same `ssh`)
+    assert (tmp_path / "r" / "stray" / "1nodes" / "telemetry" / "192.0.2.1.jsonl").stat().st_size

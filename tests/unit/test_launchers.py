@@ -7,7 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from dlperf.launchers import dlperf_binary, sampler_command
+from dlperf.launchers.common import dlperf_binary
+from dlperf.launchers.horovod import sampler_command
 
 
 def test_the_remote_shell_gets_the_samplers_arguments_back_whole():
@@ -59,7 +60,7 @@ def test_a_second_sweep_of_a_running_run_id_is_refused_naming_the_first(tmp_path
 
 
 def test_a_sampler_that_cannot_start_says_why_in_its_hosts_log(tmp_path):
-    from dlperf.launchers import Telemetry
+    from dlperf.launchers.horovod import Telemetry
 
     # A host SSH cannot reach (BatchMode: no prompt): the refusal is kept, not thrown away.
     telemetry = Telemetry(["localhost", "nohost.invalid"], tmp_path, 0.2)
@@ -95,3 +96,63 @@ def test_a_file_system_that_cannot_lock_runs_the_sweep_unguarded_and_says_so(
     with hold_run(tmp_path, "r1"):
         pass
     assert "cannot be locked (No locks available); going on without" in capsys.readouterr().err
+
+
+def _rank_like(output: str, *, ignore_term: bool = False) -> subprocess.Popen:
+    """A process whose command line is a `dlperf train` rank's writing to OUTPUT."""
+    code = "import signal, time\n"
+    if ignore_term:
+        code += "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    code += "time.sleep(600)"
+    return subprocess.Popen(
+        ["python3", "-c", code, "dlperf", "train", "--model", "x", "--output", output]
+    )
+
+
+def test_stray_ranks_of_a_point_are_stopped_and_no_other_processes(tmp_path):
+    from dlperf_module_utils.dlperf_job import stop_stray_ranks
+
+    point = str(tmp_path / "r (1)" / ".2nodes.partial")  # blanks and ERE specials kept literal
+    ranks = [_rank_like(point), _rank_like(point, ignore_term=True)]
+    others = [_rank_like(point + "2"), _rank_like(point.replace(".2nodes", "x2nodes"))]
+    time.sleep(0.5)
+    try:
+        assert stop_stray_ranks(["localhost", "localhost"], point, grace=2) == ["localhost"]
+        for rank in ranks:  # SIGTERM, then SIGKILL for the one that ignores it
+            assert rank.wait(timeout=10) in (-15, -9)
+        assert ranks[1].returncode == -9
+        assert [p.poll() for p in others] == [None, None]
+        assert stop_stray_ranks(["localhost"], point, grace=2) == []  # none left
+    finally:
+        for proc in ranks + others:
+            proc.kill()
+            proc.wait()
+
+
+def test_an_interrupt_while_a_job_runs_stops_its_whole_process_group(tmp_path):
+    import _thread
+    import threading
+
+    import pytest
+    from dlperf_module_utils.dlperf_job import run_logged
+
+    # The job in a session of its own gets no Ctrl-C from the terminal: run_logged passes it on.
+    pidfile = tmp_path / "child.pid"
+    cmd = ["bash", "-c", f"sleep 600 & echo $! > {pidfile}; wait"]
+    threading.Timer(1.5, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_logged(cmd, str(tmp_path / "job.log"), dict(os.environ), None, timeout=60, grace=5)
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(child), "the job's child outlived the interrupt"
+
+
+def running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from dlperf.launchers import batch_script, exit_status
+from dlperf.launchers.slurm import batch_script, exit_status
 from dlperf.sweep import SweepConfig, SweepError, validate
 
 
@@ -126,3 +126,20 @@ def test_a_dry_run_checks_its_input_as_a_run_does(tmp_path):
 
     with pytest.raises(SweepError, match="--nodes 4: only 2 hosts"):
         plan_sweep(config(launcher="hosts", hosts=["a", "b"], nodes=[4], results=tmp_path))
+
+
+def test_a_dry_run_of_a_run_id_holding_other_settings_is_refused_as_the_run_would_be(tmp_path):
+    import json
+
+    from dlperf.sweep import plan_sweep, sweep_settings
+
+    first = config(launcher="hosts", hosts=["a", "b"], nodes=[1, 2], results=tmp_path)
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "sweep.json").write_text(
+        json.dumps({"settings": sweep_settings(first), "nodes": [1, 2]})
+    )
+    assert plan_sweep(first)[1].startswith("1 node(s): horovodrun")  # the same sweep: planned
+    other = config(launcher="hosts", hosts=["a", "b"], nodes=[1, 2], results=tmp_path,
+                   train_args=["--backend", "pytorch"])  # fmt: skip
+    with pytest.raises(SweepError, match="holds a sweep with other settings"):
+        plan_sweep(other)

@@ -166,6 +166,7 @@ def summary_rows(points: list[Point]) -> list[dict]:
                 "scaling_efficiency": speedup * tta_base.nodes / p.nodes if speedup else None,
                 "throughput_img_per_s": tput,
                 "throughput_speedup": tput_speedup,
+                "throughput_speedup_base_nodes": tput_base.nodes if tput_speedup else None,
                 "throughput_efficiency": (
                     tput_speedup * tput_base.nodes / p.nodes if tput_speedup else None
                 ),

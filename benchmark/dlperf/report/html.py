@@ -35,15 +35,21 @@ def _fmt(value, spec: str) -> str:
 TTA_KEYS = ("epochs", "time_to_accuracy_s", "speedup", "speedup_base_nodes", "scaling_efficiency")
 
 
+THROUGHPUT_KEYS = (
+    "throughput_img_per_s", "throughput_speedup", "throughput_speedup_base_nodes",
+    "throughput_efficiency",
+)  # fmt: skip
+
+
 def merge_tta(rows: list[dict], tta_rows: list[dict]) -> list[dict]:
-    """The time-to-accuracy columns from a TTA sweep, the rest from the main one, by node count."""
+    """The time-to-accuracy columns from a TTA sweep, the rest from the main one, by node count;
+    a TTA point run with another number of workers says so (tta_workers)."""
     by_nodes = {r["nodes"]: dict(r, **dict.fromkeys(TTA_KEYS)) for r in rows}
     for t in tta_rows:
-        row = by_nodes.setdefault(
-            t["nodes"],
-            dict(t, throughput_img_per_s=None, throughput_speedup=None, throughput_efficiency=None),
-        )
+        row = by_nodes.setdefault(t["nodes"], dict(t, **dict.fromkeys(THROUGHPUT_KEYS)))
         row.update({k: t[k] for k in TTA_KEYS})
+        if t["workers"] != row["workers"]:
+            row["tta_workers"] = t["workers"]
         if t["status"] != "ok":
             row["status"] = f"tta {t['status']}"
     return [by_nodes[n] for n in sorted(by_nodes)]
@@ -139,6 +145,53 @@ def load_prediction(path: Path) -> dict[int, dict]:
         raise ReportError(f"--model {path}: not a dlperf model --json file ({exc})") from None
 
 
+def _base(rows: list[dict], key: str) -> str:
+    """'over N node(s)' for the point the rows' speedups of KEY are measured over."""
+    base = next((r[key] for r in rows if r.get(key)), None)
+    return f" over {base} node(s)" if base else ""
+
+
+def workers(row: dict) -> str:
+    text = _fmt(row["workers"], "d")
+    if "tta_workers" in row:  # the time to accuracy comes from a sweep with other workers
+        text += f" (time to accuracy: {_fmt(row['tta_workers'], 'd')})"
+    return text
+
+
+def summary_table(rows: list[dict]) -> str:
+    """The summary as an HTML table: one row per node count, speedups and efficiencies of time
+    to accuracy and of throughput each over their own base point, which the header names."""
+    tta_over, tput_over = (
+        _base(rows, "speedup_base_nodes"),
+        _base(rows, "throughput_speedup_base_nodes"),
+    )
+    columns = (
+        ("nodes", lambda r: r["nodes"]),
+        ("workers", workers),
+        ("status", lambda r: html.escape(str(r["status"]))),
+        ("epochs", lambda r: _fmt(r["epochs"], "d")),
+        ("time to accuracy (s)", lambda r: _fmt(r["time_to_accuracy_s"], ".1f")),
+        (f"speedup{tta_over}", lambda r: _fmt(r["speedup"], ".2f")),
+        ("scaling efficiency", lambda r: _fmt(r["scaling_efficiency"], ".0%")),
+        ("img/s", lambda r: _fmt(r["throughput_img_per_s"], ".1f")),
+        (f"img/s speedup{tput_over}", lambda r: _fmt(r.get("throughput_speedup"), ".2f")),
+        ("img/s efficiency", lambda r: _fmt(r.get("throughput_efficiency"), ".0%")),
+        ("backend", lambda r: html.escape(str(r.get("backend") or "—"))),
+        ("precision", lambda r: html.escape(str(r.get("precision") or "—"))),
+        ("GPU", lambda r: html.escape(str(r.get("gpu") or "—"))),
+        ("predicted img/s", lambda r: _fmt(r.get("predicted_img_per_s"), ".1f")),
+        ("error", lambda r: _fmt(r.get("prediction_error"), "+.0%")),
+        ("predicted time to accuracy (s)", lambda r: _fmt(r.get("predicted_tta_s"), ".1f")),
+        ("error", lambda r: _fmt(r.get("tta_prediction_error"), "+.0%")),
+        ("largest loss (model)", lambda r: html.escape(str(r.get("largest_loss") or "—"))),
+    )
+    head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{cell(r)}</td>" for _, cell in columns) + "</tr>" for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
 def add_prediction(rows: list[dict], prediction: dict[int, dict]) -> list[dict]:
     """Each row with the model's throughput for its node count, the measurement's error against
     it, and the loss the model names largest."""
@@ -196,32 +249,6 @@ def build_report(
     provenance = provenance_rows([*points, *(tta_points if tta else ())])
     ref = reference()
     seed = ref["seed_ready_solution_v1_1"]
-    table = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{c}</td>"
-            for c in (
-                r["nodes"],
-                _fmt(r["workers"], "d"),
-                html.escape(str(r["status"])),
-                _fmt(r["epochs"], "d"),
-                _fmt(r["time_to_accuracy_s"], ".1f"),
-                _fmt(r["speedup"], ".2f"),
-                _fmt(r["scaling_efficiency"], ".0%"),
-                _fmt(r["throughput_img_per_s"], ".1f"),
-                html.escape(str(r.get("backend") or "—")),
-                html.escape(str(r.get("precision") or "—")),
-                html.escape(str(r.get("gpu") or "—")),
-                _fmt(r.get("predicted_img_per_s"), ".1f"),
-                _fmt(r.get("prediction_error"), "+.0%"),
-                _fmt(r.get("predicted_tta_s"), ".1f"),
-                _fmt(r.get("tta_prediction_error"), "+.0%"),
-                html.escape(str(r.get("largest_loss") or "—")),
-            )
-        )
-        + "</tr>"
-        for r in rows
-    )
     failures = "".join(
         f"<li>{p.nodes} node(s): "
         f"<pre>{html.escape(str(p.result.get('error', ''))[-1500:])}</pre></li>"
@@ -247,10 +274,7 @@ def build_report(
 <body><h1>dlperf report: {html.escape(results.name)}</h1>
 {"<h2>Notes</h2><ul>" + note_items + "</ul>" if notes else ""}
 <h2>Summary</h2>
-<table><tr><th>nodes</th><th>workers</th><th>status</th><th>epochs</th><th>time to accuracy (s)</th>
-<th>speedup</th><th>scaling efficiency</th><th>img/s</th><th>backend</th><th>precision</th>
-<th>GPU</th><th>predicted img/s</th><th>error</th><th>predicted time to accuracy (s)</th>
-<th>error</th><th>largest loss (model)</th></tr>{table}</table>
+{summary_table(rows)}
 {"<h2>Failed or missing points</h2><ul>" + failures + "</ul>" if failures else ""}
 {"<h2>Missing telemetry</h2><ul>" + missing + "</ul>" if missing else ""}
 """

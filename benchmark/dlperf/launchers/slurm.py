@@ -1,17 +1,6 @@
-"""How one sweep point's processes are started: a small closed set of launchers.
-
-Each turns (nodes, processes per node, the `dlperf train` arguments, the point's directory)
-into a running job with telemetry on every node of it, waits for it and says how it ended;
-an interrupt (Ctrl-C, SIGTERM) stops what it started before it propagates. The sweep does not
-know which launcher it uses.
-
-- ``local``: N x P Horovod processes on this machine.
-- ``hosts``: horovodrun over the first N of --hosts by SSH, a sampler on each over SSH.
-- ``slurm``: one batch job per point (sbatch, then scontrol every second until it ends; time in
-  the queue is not run time), srun
-  starting one sampler per allocated node and the ranks (PMIx for Horovod's MPI, SLURM_* for
-  PyTorch); scancel on interrupt.
-"""
+"""The ``slurm`` launcher: one batch job per point (sbatch, then scontrol every second until it
+ends; time in the queue is not run time), srun starting one sampler per allocated node and the
+ranks (PMIx for Horovod's MPI, SLURM_* for PyTorch); scancel on interrupt."""
 
 from __future__ import annotations
 
@@ -20,150 +9,15 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlperf_module_utils.dlperf_job import (
-    job_environment,
-    launch_command,
-    rendezvous_environment,
-    srun_mpi,
-)
+from dlperf_module_utils.dlperf_job import job_environment, srun_mpi
 
-NAMES = ("local", "hosts", "slurm")
-INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
-
-
-@dataclass
-class Launch:
-    """How a point's job ended, as the sweep records it."""
-
-    rc: int
-    command: list[str]
-    started_at: float  # epoch seconds when the launcher was asked to start the job
-    details: dict = field(default_factory=dict)  # e.g. the Slurm job id
-
-
-def dlperf_binary() -> str:
-    return str(Path(sys.executable).parent / "dlperf")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def sampler_command(host: str, directory: Path, interval: float) -> list[str]:
-    """The command that samples HOST into DIRECTORY/<host>.jsonl: here, or over SSH (the
-    results directory is on shared storage, at the same path everywhere)."""
-    name = socket.gethostname() if host == "localhost" else host
-    args = [
-        dlperf_binary(),
-        "telemetry",
-        "--output",
-        str(directory / f"{name}.jsonl"),
-        "--interval",
-        str(interval),
-        # Every sampler ends when its stdin (a pipe from the sweep) closes: at stop(), or when
-        # the sweep itself dies, even by SIGKILL; SSH forwards that EOF, not signals.
-        "--stop-on-stdin-eof",
-    ]
-    if host == "localhost":
-        return args
-    # The remote shell splits the command line again: quoted, a path keeps its blanks.
-    return ["ssh", "-o", "BatchMode=yes", host, shlex.join(args)]
-
-
-class Telemetry:
-    """Samplers on every node of a point (local or over SSH) for the point's duration."""
-
-    def __init__(self, hosts: list[str], directory: Path, interval: float):
-        self.procs: list[subprocess.Popen] = []
-        self.logs = [directory / f"{host}.log" for host in hosts]
-        for host in hosts:
-            # What a sampler says (an SSH refusal, an unknown host key, a missing dlperf) goes
-            # to telemetry/<host>.log, as the Slurm launcher's sampler step writes it.
-            with (directory / f"{host}.log").open("ab") as err:
-                self.procs.append(
-                    subprocess.Popen(
-                        sampler_command(host, directory, interval),
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.DEVNULL,
-                        stderr=err,
-                        start_new_session=True,
-                    )
-                )
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            proc.stdin.close()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        for log in self.logs:  # keep only what has something to say
-            if log.exists() and log.stat().st_size == 0:
-                log.unlink()
-
-
-def horovod_command(cfg, nodes: int, partial: Path) -> tuple[list[str], list[str], str, str | None]:
-    """`local` and `hosts`: (horovodrun's command, the point's hosts, its host list, the
-    network interface it is given)."""
-    if cfg.launcher == "local":
-        node_hosts = ["localhost"]
-        hostlist = f"localhost:{nodes * cfg.procs_per_node}"
-    else:
-        node_hosts = cfg.hosts[:nodes]
-        hostlist = ",".join(f"{h}:{cfg.procs_per_node}" for h in node_hosts)
-    # Horovod runs a job whose hosts are all this machine on loopback, and refuses a
-    # --network-interface without 127.0.0.1 there: the interface only matters between nodes.
-    here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0], socket.getfqdn()}
-    interface = None if set(node_hosts) <= here else cfg.network_interface
-    cmd = launch_command(
-        "horovodrun",
-        hostlist,
-        None,
-        [*cfg.train_args, "--output", str(partial)],
-        dlperf=dlperf_binary(),
-        controller=cfg.controller,
-        network_interface=interface,
-    )
-    return cmd, node_hosts, hostlist, interface
-
-
-def run_horovod(cfg, nodes: int, partial: Path, log: Path) -> Launch:
-    """`local` and `hosts`: horovodrun here, over this machine or over --hosts."""
-    cmd, node_hosts, hostlist, interface = horovod_command(cfg, nodes, partial)
-    # On one host a port free now: points, and tests beside each other, never share one.
-    port = free_port() if cfg.launcher == "local" else None
-    env = job_environment(
-        dict(os.environ),
-        {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"},
-        defaults=rendezvous_environment(hostlist, interface, port),
-    )
-    started = time.time()
-    telemetry = Telemetry(node_hosts, partial / "telemetry", cfg.telemetry_interval)
-    try:
-        with log.open("w") as fh:
-            proc = subprocess.run(
-                cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=cfg.timeout, check=False
-            )
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        rc = -9
-    finally:
-        telemetry.stop()
-    return Launch(rc, cmd, started, {"launcher": cfg.launcher})
-
-
-# ---------------------------------------------------------------------------------------- slurm
+from dlperf.launchers.common import INTERRUPTS, Launch, dlperf_binary
 
 # The batch script of one point. srun starts a sampler on every allocated node (sharing the
 # job's CPUs with --overlap) reading a FIFO this script holds open, then the ranks; closing the
@@ -303,7 +157,7 @@ def exit_status(state: dict) -> int:
     return 1  # ended without a status of its own: cancelled, timed out, node failure
 
 
-def run_slurm(cfg, nodes: int, partial: Path, log: Path) -> Launch:
+def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     """One batch job per point, submitted with sbatch and followed until it ends."""
     script = partial / "job.sh"
     script.write_text(batch_script(cfg, nodes, partial))
@@ -428,12 +282,6 @@ def cancel(job_id: str) -> None:
 
 
 def plan(cfg, nodes: int, partial: Path) -> list[str]:
-    """What `run` would start for this point, as command lines (nothing is started)."""
-    if cfg.launcher == "slurm":
-        sbatch = ["sbatch", *slurm_directives(cfg, nodes, partial), str(partial / "job.sh")]
-        return [shlex.join(sbatch), f"  ranks: {srun_ranks(cfg, partial)}"]
-    return [shlex.join(horovod_command(cfg, nodes, partial)[0])]
-
-
-def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
-    return (run_slurm if cfg.launcher == "slurm" else run_horovod)(cfg, nodes, partial, log)
+    """What `run` would submit for this point (nothing is submitted)."""
+    sbatch = ["sbatch", *slurm_directives(cfg, nodes, partial), str(partial / "job.sh")]
+    return [shlex.join(sbatch), f"  ranks: {srun_ranks(cfg, partial)}"]
