@@ -25,7 +25,7 @@ from dlperf_module_utils.dlperf_job import log_tail, train_flag
 
 from dlperf import launchers
 from dlperf.launchers import Launch
-from dlperf.results import Result, write_atomic, write_result
+from dlperf.results import Result, launch_environment, write_atomic, write_result
 
 
 class SweepError(Exception):
@@ -249,23 +249,38 @@ def sweep_settings(cfg: SweepConfig) -> dict:
     return json.loads(json.dumps(settings))
 
 
-def stored_nodes(cfg: SweepConfig, root: Path) -> list[int]:
-    """The node counts of the sweep ROOT holds, with CFG's; refused when ROOT holds a sweep
-    with other settings."""
+def stored_sweep(cfg: SweepConfig, root: Path) -> dict:
+    """sweep.json as this run writes it: CFG's settings, the node counts ROOT's sweep holds
+    with CFG's, and the launch environment (NCCL_*, HOROVOD_*, ...) the run id's first sweep
+    had. Refused when ROOT holds a sweep with other settings; a changed environment is said
+    on stderr, since the points already complete were measured under the old one."""
+    settings, environment = sweep_settings(cfg), launch_environment()
     stored = root / "sweep.json"
     if not stored.exists():
-        return cfg.nodes
+        return {"settings": settings, "nodes": cfg.nodes, "environment": environment}
     before = json.loads(stored.read_text())
-    if before.get("settings") != sweep_settings(cfg):
+    if before.get("settings") != settings:
         raise SweepError(
             f"--run-id {cfg.run_id}: {root} holds a sweep with other settings; use a new run id"
         )
-    return sorted(set(before.get("nodes", [])) | set(cfg.nodes))
+    first = before.get("environment", environment)
+    changed = [
+        f"{k}={environment.get(k, '(unset)')} (was {first.get(k, '(unset)')})"
+        for k in sorted(set(first) | set(environment))
+        if first.get(k) != environment.get(k)
+    ]
+    if changed:
+        print(
+            f"dlperf sweep: --run-id {cfg.run_id}: the launch environment differs from its first "
+            f"sweep's: {', '.join(changed)}; the points already complete ran under the old one",
+            file=sys.stderr,
+        )
+    nodes = sorted(set(before.get("nodes", [])) | set(cfg.nodes))
+    return {"settings": settings, "nodes": nodes, "environment": first}
 
 
 def _run_held(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
-    nodes = stored_nodes(cfg, root)
-    write_atomic(root / "sweep.json", {"settings": sweep_settings(cfg), "nodes": nodes})
+    write_atomic(root / "sweep.json", stored_sweep(cfg, root))
     # SIGTERM (a batch system's, systemd's, Ansible's timeout) stops the running point as
     # Ctrl-C does: its launcher cancels what it started; the point is left to run again.
     previous = None
@@ -283,7 +298,7 @@ def plan_sweep(cfg: SweepConfig) -> list[str]:
     (`dlperf sweep --dry-run`, and benchmark.yml in check mode)."""
     validate(cfg)
     root = cfg.results / cfg.run_id
-    stored_nodes(cfg, root)  # a run id holding other settings is refused here too
+    stored_sweep(cfg, root)  # a run id holding other settings is refused here too
     lines = [
         f"sweep {cfg.run_id}: {cfg.launcher} launcher, nodes {','.join(map(str, cfg.nodes))}, "
         f"{cfg.procs_per_node} process(es) per node, results in {root}"

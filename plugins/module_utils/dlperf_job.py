@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -159,40 +160,54 @@ def job_environment(base: dict, extra: dict | None = None, defaults: dict | None
 
 
 def run_logged(
-    cmd: list[str], log: str, env: dict, cwd: str | None, timeout: int, grace: float = 40
+    cmd: list[str],
+    log: str,
+    env: dict,
+    cwd: str | None,
+    timeout: int,
+    grace: float = 40,
+    own_session: bool = True,
 ) -> int | None:
-    """Run CMD in its own session with stdout and stderr into LOG; its return code, or None
-    when it ran past TIMEOUT seconds and its whole process group (launcher and ranks) was
-    stopped: SIGTERM first, which horovodrun, srun and mpirun pass on to the ranks (srun also
-    ends its job), then SIGKILL after GRACE seconds. GRACE outlasts srun's own wait for its
-    step to end (Slurm's KillWait, 30 s by default, plus 2), so srun is not killed before it
-    has ended its job. An exception while it waits (Ctrl-C, or a SIGTERM the caller raises)
-    stops the group the same way before it propagates: in a session of its own, the job does
-    not get the terminal's Ctrl-C."""
+    """Run CMD with stdout and stderr into LOG; its return code, or None when it ran past
+    TIMEOUT seconds and was stopped: SIGTERM first, which horovodrun, srun and mpirun pass on to
+    the ranks (srun also ends its job), then SIGKILL after GRACE seconds. The default GRACE
+    outlasts srun's own wait for its step to end (Slurm's KillWait, 30 s by default, plus 2),
+    so srun is not killed before it has ended its job. In a session of its own (OWN_SESSION)
+    the signals go to CMD's whole process group; otherwise CMD stays in the caller's group and
+    gets what the caller's terminal sends (Ctrl-C, a hangup) and a group kill, as the caller
+    does. An exception while it waits (Ctrl-C, or a SIGTERM the caller raises) stops it the same
+    way before it propagates."""
     with open(log, "w") as fh:
         proc = subprocess.Popen(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
-        )
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+            start_new_session=own_session,
+        )  # fmt: skip
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop_group(proc, grace)
+            stop(proc, grace, own_session)
             return None
         except BaseException:
-            stop_group(proc, grace)
+            stop(proc, grace, own_session)
             raise
 
 
-def stop_group(proc: subprocess.Popen, grace: float) -> None:
-    """SIGTERM to PROC's process group, SIGKILL to what is left of it after GRACE seconds."""
-    try:
+def stop(proc: subprocess.Popen, grace: float, group: bool) -> None:
+    """SIGTERM to PROC (its process group when GROUP), SIGKILL to what is left after GRACE s."""
+
+    def send(sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+            if group:
+                os.killpg(proc.pid, sig)
+            elif proc.poll() is None:
+                proc.send_signal(sig)
+
+    try:
+        send(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        send(signal.SIGKILL)
         proc.wait()
 
 
@@ -201,15 +216,28 @@ def host_names(hosts: str) -> list[str]:
     return list(dict.fromkeys(e.strip().rpartition(":")[0] for e in hosts.split(",")))
 
 
-def is_this_machine(host: str) -> bool:
+@functools.lru_cache(maxsize=1)
+def _names_of_this_machine() -> frozenset[str]:
     name = socket.gethostname()
-    return host in (*LOOPBACK, "::1", name, name.split(".")[0], socket.getfqdn())
+    return frozenset(
+        n.lower() for n in (*LOOPBACK, "::1", name, name.split(".")[0], socket.getfqdn())
+    )
 
 
-def rank_pattern(output: str) -> str:
+def is_this_machine(host: str) -> bool:
+    return host.lower() in _names_of_this_machine()
+
+
+def _ere(text: str) -> str:
+    """TEXT as a POSIX extended regular expression that matches it literally."""
+    return re.sub(r"([.[\]()*+?{}|^$\\])", r"\\\1", text)
+
+
+def rank_pattern(output: str, dlperf: str = "dlperf") -> str:
     """An extended regular expression (pgrep -f) for the command lines of the `dlperf train`
-    ranks that write to OUTPUT; the path's own special characters are escaped."""
-    return "dlperf train .*--output " + re.sub(r"([.[\]()*+?{}|^$\\])", r"\\\1", output) + "( |$)"
+    ranks that write to OUTPUT, started as `dlperf` or as DLPERF (a path, or a wrapper)."""
+    names = sorted({"dlperf", _ere(os.path.basename(dlperf))})
+    return f"({'|'.join(names)}) train .*--output {_ere(output)}( |$)"
 
 
 def _on_host(host: str, argv: list[str]) -> int:
@@ -217,27 +245,32 @@ def _on_host(host: str, argv: list[str]) -> int:
     if not is_this_machine(host):
         argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, shlex.join(argv)]
     try:
-        return subprocess.run(argv, capture_output=True, timeout=60, check=False).returncode
+        return subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False
+        ).returncode
     except (OSError, subprocess.TimeoutExpired):
         return -1
 
 
-def stop_stray_ranks(hosts: list[str], output: str, grace: float = 10) -> list[str]:
+def stop_stray_ranks(
+    hosts: list[str], output: str, dlperf: str = "dlperf", grace: float = 10
+) -> list[str]:
     """End the `dlperf train` ranks writing to OUTPUT that outlived their launcher on HOSTS;
     the hosts where some were found. A rank that horovodrun or mpirun started over SSH does
     not get a signal when the SSH client is killed: it trains on, holding its GPUs and writing
-    into the point's directory, until it next writes to its closed output. SIGTERM first,
-    SIGKILL to those left after GRACE seconds."""
-    pattern = rank_pattern(output)
-    found = [h for h in dict.fromkeys(hosts) if _on_host(h, ["pkill", "-TERM", "-f", pattern]) == 0]
+    into the point's directory, until it next writes to its closed output. SIGTERM first; after
+    GRACE seconds (sooner where none is left) SIGKILL on every host, which also ends a rank
+    whose remote shell had not started it yet at the first look."""
+    pattern = rank_pattern(output, dlperf)
+    hosts = list(dict.fromkeys(hosts))
+    found = {h for h in hosts if _on_host(h, ["pkill", "-TERM", "-f", pattern]) == 0}
     deadline = time.monotonic() + grace
-    left = list(found)
+    left = set(found)
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = [h for h in left if _on_host(h, ["pgrep", "-f", pattern]) == 0]
-    for host in left:
-        _on_host(host, ["pkill", "-KILL", "-f", pattern])
-    return found
+        left = {h for h in left if _on_host(h, ["pgrep", "-f", pattern]) == 0}
+    found |= {h for h in hosts if _on_host(h, ["pkill", "-KILL", "-f", pattern]) == 0}
+    return [h for h in hosts if h in found]
 
 
 def read_result(output: str) -> dict | None:

@@ -218,7 +218,9 @@ def main() -> None:
     # was stopped (srun's steps end with their job).
     stray = {}
     if rc != 0 and p["launcher"] != "srun":
-        stray["stray_ranks_stopped_on"] = stop_stray_ranks(host_names(p["hosts"]), output)
+        stray["stray_ranks_stopped_on"] = stop_stray_ranks(
+            host_names(p["hosts"]), output, p["dlperf"]
+        )
     if rc is None:
         module.fail_json(
             msg=f"job exceeded timeout={p['timeout']}s and was stopped; log tail:\n{log_tail(log)}",

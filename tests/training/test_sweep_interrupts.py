@@ -63,6 +63,13 @@ def test_sweep_resumes_after_interrupted_point(tmp_path):
     ):
         time.sleep(0.5)
     assert subprocess.run(["pgrep", "-f", f"dlperf telemetry --output {partial}"]).returncode == 1
+    # horovodrun was in the killed group: its ranks went with it
+    deadline = time.monotonic() + 30
+    while (
+        subprocess.run(["pgrep", "-f", rank_pattern(partial)], capture_output=True).returncode == 0
+    ):
+        assert time.monotonic() < deadline, "ranks left running after the sweep's group died"
+        time.sleep(0.5)
     first = (tmp_path / "cut" / "1nodes" / "result.json").read_text()
 
     short = [a if a != "400" else "6" for a in train]

@@ -99,14 +99,18 @@ def test_a_file_system_that_cannot_lock_runs_the_sweep_unguarded_and_says_so(
 
 
 def _rank_like(output: str, *, ignore_term: bool = False) -> subprocess.Popen:
-    """A process whose command line is a `dlperf train` rank's writing to OUTPUT."""
-    code = "import signal, time\n"
+    """A process whose command line is a `dlperf train` rank's writing to OUTPUT, once it has
+    set its handlers."""
+    code = "import signal, sys, time\n"
     if ignore_term:
         code += "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-    code += "time.sleep(600)"
-    return subprocess.Popen(
-        ["python3", "-c", code, "dlperf", "train", "--model", "x", "--output", output]
-    )
+    code += "print('ready', flush=True)\ntime.sleep(600)"
+    proc = subprocess.Popen(
+        ["python3", "-c", code, "dlperf", "train", "--model", "x", "--output", output],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout.readline() == "ready\n"
+    return proc
 
 
 def test_stray_ranks_of_a_point_are_stopped_and_no_other_processes(tmp_path):
@@ -115,7 +119,6 @@ def test_stray_ranks_of_a_point_are_stopped_and_no_other_processes(tmp_path):
     point = str(tmp_path / "r (1)" / ".2nodes.partial")  # blanks and ERE specials kept literal
     ranks = [_rank_like(point), _rank_like(point, ignore_term=True)]
     others = [_rank_like(point + "2"), _rank_like(point.replace(".2nodes", "x2nodes"))]
-    time.sleep(0.5)
     try:
         assert stop_stray_ranks(["localhost", "localhost"], point, grace=2) == ["localhost"]
         for rank in ranks:  # SIGTERM, then SIGKILL for the one that ignores it
@@ -156,3 +159,12 @@ def running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_this_machine_is_known_by_any_of_its_names_in_any_case():
+    import socket
+
+    from dlperf_module_utils.dlperf_job import is_this_machine
+
+    assert all(map(is_this_machine, ["localhost", "LocalHost", "127.0.0.1", socket.gethostname()]))
+    assert not is_this_machine("c4140-01.invalid")

@@ -143,3 +143,29 @@ def test_a_dry_run_of_a_run_id_holding_other_settings_is_refused_as_the_run_woul
                    train_args=["--backend", "pytorch"])  # fmt: skip
     with pytest.raises(SweepError, match="holds a sweep with other settings"):
         plan_sweep(other)
+
+
+def test_a_sweep_resumed_under_another_launch_environment_says_so_and_keeps_the_first(
+    tmp_path, monkeypatch, capsys
+):
+    import json
+
+    from dlperf.sweep import plan_sweep, stored_sweep
+
+    monkeypatch.delenv("NCCL_IB_DISABLE", raising=False)
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    cfg = config(launcher="hosts", hosts=["a", "b"], nodes=[1], results=tmp_path)
+    (tmp_path / "r1").mkdir()
+    first = stored_sweep(cfg, tmp_path / "r1")  # as the first sweep writes it
+    (tmp_path / "r1" / "sweep.json").write_text(json.dumps(first))
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("NCCL_IB_DISABLE", "1")  # the fabric off: other numbers
+    monkeypatch.delenv("NCCL_DEBUG")
+    plan_sweep(config(launcher="hosts", hosts=["a", "b"], nodes=[1, 2], results=tmp_path))
+    err = capsys.readouterr().err
+    assert "the launch environment differs from its first sweep's" in err
+    assert "NCCL_DEBUG=(unset) (was WARN), NCCL_IB_DISABLE=1 (was (unset))" in err
+    again = stored_sweep(
+        config(launcher="hosts", hosts=["a", "b"], nodes=[2], results=tmp_path), tmp_path / "r1"
+    )
+    assert again["environment"] == first["environment"] and again["nodes"] == [1, 2]

@@ -121,9 +121,10 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     telemetry = Telemetry(node_hosts, partial / "telemetry", cfg.telemetry_interval)
     rc = None
     try:
-        # horovodrun in a session of its own; past --timeout or on an interrupt it gets SIGTERM
-        # (it stops its ranks), SIGKILL 40 s later.
-        rc = run_logged(cmd, str(log), env, None, cfg.timeout)
+        # horovodrun stays in the sweep's process group: a Ctrl-C, a hangup or a kill of the
+        # group reaches it as it reaches the sweep. Past --timeout or on an interrupt it gets
+        # SIGTERM (it stops its ranks, 5 s each at most), SIGKILL 15 s later.
+        rc = run_logged(cmd, str(log), env, None, cfg.timeout, grace=15, own_session=False)
         if rc is None:
             rc = -9
             note(log, f"the point ran past --timeout {cfg.timeout} s: stopped horovodrun")

@@ -45,3 +45,23 @@ def test_nothing_is_started_without_kernel_rdma_support(node):
     # No RDMA drivers in this kernel: the unit is configured but neither enabled nor started.
     assert not node.file("/sys/module/ib_core").exists
     assert not node.service("dlperf-softroce").is_running
+
+
+@pytest.fixture(scope="module")
+def mlnx(podman):
+    return podman("mlnx01")
+
+
+def test_the_mlnx_ofed_installer_ran_once_from_the_unpacked_bundle_without_firmware(mlnx):
+    # converge, then idempotence: the second run read the version from ofed_info and left it
+    calls = mlnx.file("/var/log/mlnxofedinstall.calls").content_string.splitlines()
+    assert calls == [
+        "/opt/MLNX_OFED_LINUX-23.10-1.1.9.0-debian12.1-x86_64 --force --without-fw-update"
+    ]
+    assert mlnx.check_output("ofed_info -s") == "MLNX_OFED_LINUX-23.10-1.1.9.0:"
+
+
+def test_the_mlnx_ofed_node_gets_the_fabrics_boot_modules_and_no_inbox_stack(mlnx):
+    conf = mlnx.file("/etc/modules-load.d/dlperf-rdma.conf").content_string
+    assert "ib_ipoib" in conf.split()
+    assert not mlnx.package("rdma-core").is_installed  # MLNX_OFED brings its own
