@@ -39,6 +39,21 @@ def test_reference_inventory_has_one_head_and_eight_compute_nodes():
     assert len(set(addresses)) == 9
 
 
+def test_a_vault_file_added_as_the_inventory_says_keeps_every_other_variable(tmp_path):
+    # Ansible reads group_vars/all/ or group_vars/all.yml, not both: the vault file the
+    # comments ask for goes beside the cluster's variables, in the same directory.
+    import shutil
+
+    inventory = tmp_path / "reference"
+    shutil.copytree(REPO / "inventory" / "reference", inventory)
+    (inventory / "group_vars" / "all" / "vault.yml").write_text("vault_bmc_password: s3cret\n")
+    proc = ansible("ansible-inventory", "-i", str(inventory), "--host", "c4140-01")
+    assert proc.returncode == 0, proc.stderr
+    hostvars = json.loads(proc.stdout)
+    assert hostvars["ansible_user"] == "admin" and hostvars["cluster_subnets"] == ["198.18.0.0/24"]
+    assert hostvars["vault_bmc_password"] == "s3cret"
+
+
 def test_inventory_graph_renders():
     proc = ansible("ansible-inventory", "-i", "inventory/reference", "--graph")
     assert proc.returncode == 0, proc.stderr
