@@ -50,6 +50,7 @@ def test_nvidia_packages_get_debians_contrib_where_the_host_lacks_it(run_playboo
     assert contrib["URIs"] == MIRROR and contrib["Components"] == "contrib"
     assert contrib["Suites"] == "bookworm"  # this host's release (Debian 12)
     assert contrib["Signed-By"] == "/usr/share/keyrings/debian-archive-keyring.gpg"
+    assert contrib["PDiffs"] == "no"  # marks it as the role's (vars/main.yml)
 
 
 def test_a_host_whose_sources_have_contrib_gets_nvidias_repository_alone(run_playbook):
@@ -65,3 +66,42 @@ def test_debians_own_cuda_comes_from_its_sections(run_playbook):
     )
     assert debian["Components"] == "contrib non-free non-free-firmware"
     assert debian["Suites"] == "bookworm"
+
+
+VARS = Path(__file__).resolve().parents[2] / "roles/cuda/vars/main.yml"
+
+
+def host_has_contrib(run_playbook, lines: list[str]) -> bool:
+    plays = [
+        {
+            "name": "Decide",
+            "hosts": "localhost",
+            "gather_facts": True,
+            "vars": {"cuda_apt_sites": {"stdout_lines": lines}},
+            "tasks": [
+                {"name": "Load", "ansible.builtin.include_vars": str(VARS)},
+                {
+                    "name": "Decide",
+                    "ansible.builtin.debug": {"msg": "{{ __cuda_host_has_contrib }}"},
+                },
+            ],
+        }
+    ]
+    run = run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, check=False)
+    assert run.rc == 0, run.failed_tasks()
+    return next(result for name, _, result in run.task_results() if name == "Decide")["msg"]
+
+
+def test_the_roles_own_contrib_stanza_is_not_taken_for_the_hosts(run_playbook):
+    # `apt-get indextargets --format '$(SITE) $(RELEASE) $(COMPONENT) $(PDIFFS)'` as apt 2.6
+    # prints it: after the first run the role's stanza (PDiffs: no) serves contrib; the next
+    # run must still see a host without contrib of its own, or it drops the stanza and the
+    # file flips on every run.
+    main = "http://deb.debian.org/debian bookworm main yes"
+    ours = "http://deb.debian.org/debian bookworm contrib no"
+    theirs = "http://deb.debian.org/debian bookworm contrib yes"
+    security = "http://deb.debian.org/debian-security bookworm-security contrib yes"
+    assert host_has_contrib(run_playbook, [main]) is False  # first run
+    assert host_has_contrib(run_playbook, [main, ours]) is False  # every run after it
+    assert host_has_contrib(run_playbook, [main, theirs]) is True
+    assert host_has_contrib(run_playbook, [main, security]) is False  # another suite's
