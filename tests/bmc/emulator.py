@@ -28,6 +28,10 @@ from xml.sax.saxutils import quoteattr
 SUSHY_NS = "http://openstack.org/xmlns/libvirt/sushy"
 
 
+# The Id of the fake backend's one system.
+FAKE_SYSTEM_ID = "8e8f1e7c-1f6f-4c54-9a7d-6b7f0d1c0a01"
+
+
 def system_id(name: str) -> str:
     """The UUID of the domain NAME: sushy's Id of its Redfish system."""
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.bmc.test"))
@@ -75,7 +79,7 @@ def main() -> int:
     if args.fake:
         settings["SUSHY_EMULATOR_FAKE_SYSTEMS"] = [
             {
-                "uuid": "8e8f1e7c-1f6f-4c54-9a7d-6b7f0d1c0a01",
+                "uuid": FAKE_SYSTEM_ID,
                 "name": args.name,
                 "power_state": "Off",
                 "nics": [],

@@ -19,7 +19,7 @@ from tests.bmc.conftest import (
     OTHER_SYSTEM,
     SHARED_NODE,
 )
-from tests.bmc.emulator import system_id
+from tests.bmc.emulator import FAKE_SYSTEM_ID, system_id
 
 PROFILE = {
     "SysProfile": "PerfOptimized",
@@ -176,6 +176,8 @@ def test_virtual_media_boot_and_power_on(bmcs, second_run):
         "bmc_one_time_boot": "virtual_media",
         "bmc_virtual_media_url": bmcs.image_url,
         "bmc_power": "on",
+        # the system named, as on a BMC that manages several: virtual media is the system's
+        "bmc_resource_id": FAKE_SYSTEM_ID,
     }
     run = bmcs.play("playbooks/bmc.yml", "--limit", FAKE_NODE, extra=extra)
     assert run.rc == 0, run.failed_tasks()
