@@ -62,6 +62,16 @@ def test_no_driver_loaded_stops_with_reboot_needed(run_playbook, sysfs):
     assert "cuda_reboot: true" in message
 
 
+def test_a_module_that_would_not_load_is_quoted_beside_reboot_needed(run_playbook, sysfs):
+    # Secure Boot refusing the unsigned module: a reboot alone will not help, so modprobe's
+    # own words go with the message.
+    refused = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service"
+    message = failure(verify(run_playbook, sysfs, "nodriver", cuda_modprobe={"msg": refused}))
+    assert message.startswith("REBOOT NEEDED on localhost: no NVIDIA driver is loaded"), message
+    assert f"modprobe nvidia said: {refused}" in message
+    assert "Secure Boot refusing an unsigned one, is not cured by a reboot" in message
+
+
 def test_nouveau_holding_the_gpus_is_named(run_playbook, sysfs):
     (sysfs / "module" / "nouveau").mkdir()
     message = failure(verify(run_playbook, sysfs, "nodriver"))
