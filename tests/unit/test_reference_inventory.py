@@ -54,6 +54,15 @@ def test_a_vault_file_added_as_the_inventory_says_keeps_every_other_variable(tmp
     assert hostvars["vault_bmc_password"] == "s3cret"
 
 
+def test_validate_refuses_a_check_run_before_it_reaches_a_node():
+    proc = ansible(
+        "ansible-playbook", "-i", "inventory/reference", "playbooks/validate.yml", "--check"
+    )
+    assert proc.returncode == 2, proc.stdout
+    assert "run it without --check" in proc.stdout, proc.stdout
+    assert "c4140-01" not in proc.stdout  # no node was contacted
+
+
 def test_inventory_graph_renders():
     proc = ansible("ansible-inventory", "-i", "inventory/reference", "--graph")
     assert proc.returncode == 0, proc.stderr
