@@ -5,6 +5,7 @@ own sections. Rendered by Ansible's template lookup against this host's facts.""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_
 RENDER = f"{{{{ lookup('ansible.builtin.template', '{TEMPLATE}') }}}}"
 
 
-def stanzas(run_playbook, **settings) -> list[dict[str, str]]:
+def rendered(run_playbook, **settings) -> str:
     plays = [
         {
             "name": "Render the source file",
@@ -32,7 +33,11 @@ def stanzas(run_playbook, **settings) -> list[dict[str, str]]:
     ]  # fmt: skip
     run = run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, check=False)
     assert run.rc == 0, run.failed_tasks()
-    text = next(result for name, _, result in run.task_results() if name == "Render")["msg"]
+    return next(result for name, _, result in run.task_results() if name == "Render")["msg"]
+
+
+def stanzas(run_playbook, **settings) -> list[dict[str, str]]:
+    text = rendered(run_playbook, **settings)
     blocks = [b for b in text.split("\n\n") if "Types:" in b]
     return [
         dict(line.split(": ", 1) for line in b.splitlines() if line and not line.startswith("#"))
@@ -105,3 +110,36 @@ def test_the_roles_own_contrib_stanza_is_not_taken_for_the_hosts(run_playbook):
     assert host_has_contrib(run_playbook, [main, ours]) is False  # every run after it
     assert host_has_contrib(run_playbook, [main, theirs]) is True
     assert host_has_contrib(run_playbook, [main, security]) is False  # another suite's
+
+
+ARMORED = """-----BEGIN PGP PUBLIC KEY BLOCK-----
+Comment: a site's own repository key
+
+mQINBGJYmlEBEADRpBJ6cRRjQwC0Y7p4oB5vZm3UEm1YYP3nxIZb5KNKQ4dYWbQk
+=Ab1c
+-----END PGP PUBLIC KEY BLOCK-----
+"""
+
+
+def apt_reads(tmp_path: Path, text: str) -> subprocess.CompletedProcess:
+    """apt's own parse of TEXT as the only source file."""
+    parts = tmp_path / "parts"
+    parts.mkdir(exist_ok=True)
+    (parts / "dlperf-cuda.sources").write_text(text)
+    return subprocess.run(
+        ["apt-get", "-o", f"Dir::Etc::SourceParts={parts}", "-o",
+         f"Dir::Etc::SourceList={tmp_path / 'none.list'}", "indextargets"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_an_armored_key_given_inline_is_a_field_apt_reads(run_playbook, tmp_path):
+    text = rendered(run_playbook, cuda_source="mirror", __cuda_repo_uri=NVIDIA,
+                    __cuda_add_contrib=False, __cuda_keyring=ARMORED)  # fmt: skip
+    assert "Signed-By:\n -----BEGIN PGP PUBLIC KEY BLOCK-----\n" in text
+    assert "\n .\n mQINB" in text  # the empty line after the armor headers
+    read = apt_reads(tmp_path, text)
+    assert read.returncode == 0 and "E:" not in read.stderr, read.stderr
+    # the key written as it was given (unindented) is what apt refuses: the check can fail
+    broken = text.replace("Signed-By:\n", "Signed-By: ").replace("\n ", "\n")
+    assert apt_reads(tmp_path, broken).returncode != 0
