@@ -14,11 +14,12 @@ cd "$(dirname "$0")/.."
 # configuration; nothing of the system's own is configured or started) and libpmix-dev, whose
 # libpmix.so Slurm's PMIx plugin loads; headless Chromium to look at the HTML report as a
 # reader's browser draws it; libvirt-dev, which libvirt-python (the bmc tier's emulated nodes,
-# libvirt's in-process test driver, no daemon) builds against.
+# libvirt's in-process test driver, no daemon) builds against; GnuPG, whose fingerprints the
+# OpenPGP filter's tests compare with.
 system_packages=(podman runc netavark aardvark-dns catatonit iptables debootstrap python3-venv git make
                  build-essential cmake libopenmpi-dev openmpi-bin
                  qemu-system-x86 qemu-utils openssh-client rsync
-                 slurmctld slurmd slurm-client munge libpmix-dev chromium libvirt-dev)
+                 slurmctld slurmd slurm-client munge libpmix-dev chromium libvirt-dev gpg)
 
 missing=()
 for pkg in "${system_packages[@]}"; do

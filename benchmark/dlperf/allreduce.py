@@ -10,7 +10,7 @@ GPUs the tensor lives on each rank's GPU, so the reduction goes through NCCL (an
 where the fabric has it), as training's gradients do; else it is a host tensor (Gloo or MPI).
 The backend decides whose allreduce: Horovod's with MXNet arrays, as the MXNet engine's
 gradients go, or torch.distributed's, as DistributedDataParallel's do (the only one that runs on
-GPUs mxnet-cu110 has no code for: Hopper and later). The timed region is the reduction alone.
+GPUs mxnet-cu112 has no code for: Hopper and later). The timed region is the reduction alone.
 """
 
 from __future__ import annotations

@@ -23,6 +23,12 @@ def clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
 
 
+def without_pythonpath() -> dict:
+    """The environment for pip in a new venv: a checkout on PYTHONPATH (its dlperf.egg-info)
+    would count as dlperf installed, and pip would install everything but dlperf."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def version() -> str:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.package.conftest import REPO, version
+from tests.package.conftest import REPO, version, without_pythonpath
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,9 @@ def venv(tmp_path_factory):
     ).stdout.strip()
     subprocess.run([sys.executable, "-m", "venv", work / "venv"], check=True)
     pip = [work / "venv/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, wheel], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [*pip, wheel], check=True, capture_output=True, text=True, env=without_pythonpath()
+    )
     return work
 
 

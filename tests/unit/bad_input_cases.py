@@ -238,6 +238,12 @@ CASES = [
         "cuda_repo_url",
     ),
     ("cuda-unknown-source", "cuda", {"cuda_source": "conda"}, "cuda_source"),
+    (
+        "cuda-key-fingerprint-short",
+        "cuda",
+        {"cuda_repo_key_fingerprint": "3BF863CC"},
+        "cuda_repo_key_fingerprint of 40 or 64 hexadecimal digits (now '3BF863CC')",
+    ),
     ("dl-stack-root-user", "dl_stack", {"dl_stack_user": "root"}, "dl_stack_user 'root'"),
     ("dl-stack-relative-venv", "dl_stack", {"dl_stack_venv": "venv"}, "dl_stack_venv 'venv'"),
     (

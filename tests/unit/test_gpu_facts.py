@@ -175,7 +175,7 @@ CUDA13_TORCH = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # torch
         ((8, 0), CUDA13_TORCH, True),  # A100
         ((8, 9), ["sm_80", "sm_86"], True),  # L40S runs sm_86 code (same major, later minor)
         ((8, 6), ["sm_89"], False),  # not an earlier minor's GPU
-        ((9, 0), ["sm_70", "sm_80"], False),  # H100 on mxnet-cu110's targets, no PTX
+        ((9, 0), ["sm_70", "sm_80"], False),  # H100 on mxnet-cu112's targets, no PTX
         ((9, 0), ["sm_70", "sm_80", "compute_80"], True),  # ... with PTX the driver compiles
         ((7, 5), ["compute_80"], False),  # PTX never runs on an earlier GPU
         ((9, 0), ["sm_90a"], True),
@@ -188,3 +188,14 @@ def test_which_cuda_builds_run_on_which_gpus(capability, archs, runs):
     from dlperf_module_utils.dlperf_gpu import cuda_build_runs
 
     assert cuda_build_runs(capability, archs) is runs
+
+
+def test_the_gpu_build_of_mxnet_refuses_gpus_it_has_no_code_for():
+    from dlperf.train.mxnet import no_gpu_code
+
+    assert no_gpu_code("mxnet-cu112", (7, 0)) is None  # V100, the reference's
+    assert no_gpu_code("mxnet-cu112", (8, 9)) is None  # L40S: sm_86 code
+    refusal = no_gpu_code("mxnet-cu112", (9, 0))  # H100, H200
+    assert refusal.startswith("mxnet-cu112 1.9.1 has GPU code for sm_50 sm_60 sm_70 sm_80 sm_86")
+    assert "compute capability 9.0" in refusal and "--backend pytorch" in refusal
+    assert no_gpu_code("mxnet", (9, 0)) is None  # the CPU build: no GPU code to judge

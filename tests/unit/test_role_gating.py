@@ -88,7 +88,11 @@ EXTRAS = {
         "train,gpu,pytorch",
     ),
     "cpu-pytorch": ({"dl_stack_flavor": "cpu"}, "train,cpu,pytorch"),
-    "gpu-mxnet-only": ({"dl_stack_flavor": "gpu", "dl_stack_backends": ["mxnet"]}, "train,gpu"),
+    # MXNet's own NCCL wheel only where torch's newer one is not there (both write the same file)
+    "gpu-mxnet-only": (
+        {"dl_stack_flavor": "gpu", "dl_stack_backends": ["mxnet"]},
+        "train,gpu,nccl",
+    ),
 }
 
 
@@ -109,6 +113,13 @@ def test_dl_stack_gives_pytorch_gpu_nodes_dali_unless_told_not_to(tmp_path):
             if task == "dl_stack : Choose dlperf's extras for this node"
         ]
         assert chosen == [expected], (name, chosen)
+    # the wheelhouse also holds what the GPU flavor's Horovod build venv installs
+    [wheelhouse] = [
+        res["ansible_facts"]["__dl_stack_extras_all"]
+        for task, _, res in run.play("gpu-pytorch").task_results()
+        if task == "dl_stack : Work out who builds what"
+    ]
+    assert wheelhouse == ["train,gpu,nccl", "train,gpu,pytorch,dali"]
 
 
 def _dl_stack_torch_check(run_playbook, flavor: str, seen: dict, stderr: str = ""):
@@ -162,3 +173,67 @@ def test_dl_stack_refuses_a_torch_build_without_code_for_the_nodes_gpu(run_playb
     old_driver = "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old"
     run = _dl_stack_torch_check(run_playbook, "gpu", {**cuda13, "gpus": 0}, stderr=old_driver)
     assert run.failed_tasks()[0][1].endswith(f"CUDA needs; torch said: {old_driver}")
+
+
+def _dl_stack_mxnet_gpu_check(run_playbook, flavor: str, backends: list, seen: dict):
+    """The dl_stack role's check of MXNet on a GPU node (its two tasks, read from the role), fed
+    what the venv's Horovod and MXNet would answer there."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    tasks = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "roles/dl_stack/tasks/install.yml").read_text()
+    )
+    names = ("Check that MXNet sees this GPU node's GPUs", "Say which GPUs the MXNet engine")
+    chosen = [t for t in tasks if str(t.get("name", "")).startswith(names)]
+    assert len(chosen) == 2
+    built = {"mxnet": True, "mpi": True, "gloo": True, "nccl": True, "cuda": True, **seen}
+    answer = json.dumps(built, sort_keys=True)
+    plays = [
+        {
+            "name": "dl_stack's MXNet GPU check",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": {
+                "__dl_stack_flavor": flavor,
+                "dl_stack_backends": backends,
+                "dl_stack_check_build": {"rc": 0, "stdout": answer, "stdout_lines": [answer]},
+            },
+            "tasks": chosen,
+        }
+    ]
+    return run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, {}, check=False)
+
+
+def test_dl_stack_fails_a_gpu_node_where_no_engine_can_use_the_gpus(run_playbook):
+    from dlperf.train.mxnet import no_gpu_code
+
+    h200 = no_gpu_code("mxnet-cu112", (9, 0))
+    # MXNet on V100s: fine
+    ok = _dl_stack_mxnet_gpu_check(run_playbook, "gpu", ["mxnet"], {"gpus": 4, "no_gpu_code": []})
+    assert ok.rc == 0
+    # no GPU seen through the driver
+    run = _dl_stack_mxnet_gpu_check(run_playbook, "gpu", ["mxnet"], {"gpus": 0, "no_gpu_code": []})
+    [(_name, message)] = run.failed_tasks()
+    assert message == (
+        "MXNet on localhost sees no GPU (no NVIDIA driver loaded, or one too old for CUDA 11)"
+    )
+    # H200s with MXNet alone: nothing could train there
+    hopper = {"gpus": 1, "no_gpu_code": [h200]}
+    run = _dl_stack_mxnet_gpu_check(run_playbook, "gpu", ["mxnet"], hopper)
+    [(_name, message)] = run.failed_tasks()
+    assert message == f"{h200} (add pytorch to dl_stack_backends)"
+    # ... with PyTorch beside it: the node is fine, and the run says what MXNet cannot do there
+    run = _dl_stack_mxnet_gpu_check(run_playbook, "gpu", ["mxnet", "pytorch"], hopper)
+    assert run.rc == 0
+    said = [
+        res.get("msg")
+        for task, _, res in run.task_results()
+        if task.endswith("Say which GPUs the MXNet engine cannot run on")
+    ]
+    assert said == [h200]
+    # a CPU node is not asked
+    cpu = _dl_stack_mxnet_gpu_check(run_playbook, "cpu", ["mxnet"], {"gpus": 0, "no_gpu_code": []})
+    assert cpu.rc == 0

@@ -1,5 +1,11 @@
 """The MXNet engine (Gluon + Horovod): the seed's framework."""
 
+from dlperf.cuda_libs import install_import_hook
+
+# The wheel's dlperf-cuda-libs.pth has done this where dlperf was installed from it; not where it
+# runs from a checkout or an editable install.
+install_import_hook()
+
 # What MXNet 1.9.1 cannot do on a device, refused before anything runs (by `dlperf train` when
 # --device names the device, by the engine when it finds it). This module imports no MXNet.
 FLOAT16_ON_CPU = (
@@ -12,3 +18,60 @@ NHWC_ON_CPU = (
     "--layout NHWC: MXNet convolves NHWC only through cuDNN, on GPUs; use NCHW (the default) on "
     "CPUs"
 )
+
+# The GPU code in each GPU build of MXNet's libmxnet.so, read from its fatbin (a package test
+# reads it again): machine code for these architectures and no PTX, so nothing the driver could
+# compile for a later GPU. mxnet-cu112 1.9.1 runs on Maxwell to Ampere and Ada (8.9 runs sm_86
+# code), not on Hopper (9.0) or later.
+GPU_ARCHS = {"mxnet-cu112": ("sm_50", "sm_60", "sm_70", "sm_80", "sm_86")}
+
+# cudaDeviceAttr values of the CUDA runtime API
+_COMPUTE_CAPABILITY_MAJOR, _COMPUTE_CAPABILITY_MINOR = 75, 76
+
+
+def cuda_capabilities(runtime: str = "libcudart.so.11.0") -> list[tuple[int, int]]:
+    """The compute capability of each GPU, in the CUDA runtime's order (MXNet's gpu(i)), asked
+    through the runtime MXNet loaded; [] where it is absent or finds no GPU."""
+    import ctypes
+
+    try:
+        rt = ctypes.CDLL(runtime)
+    except OSError:
+        return []
+    count = ctypes.c_int()
+    if rt.cudaGetDeviceCount(ctypes.byref(count)) != 0:
+        return []
+    found = []
+    for index in range(count.value):
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        rt.cudaDeviceGetAttribute(ctypes.byref(major), _COMPUTE_CAPABILITY_MAJOR, index)
+        rt.cudaDeviceGetAttribute(ctypes.byref(minor), _COMPUTE_CAPABILITY_MINOR, index)
+        found.append((major.value, minor.value))
+    return found
+
+
+def installed_dist() -> str:
+    """Which MXNet distribution is installed: mxnet (CPU) or a GPU build."""
+    from importlib import metadata
+
+    for dist in ("mxnet", *GPU_ARCHS):
+        try:
+            metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        return dist
+    return "mxnet"
+
+
+def no_gpu_code(dist: str, capability: tuple[int, int]) -> str | None:
+    """Why `dist` (an installed MXNet distribution) cannot run on a GPU of `capability`, or
+    None where it can or its GPU code is not known."""
+    from dlperf_module_utils.dlperf_gpu import cuda_build_runs
+
+    archs = GPU_ARCHS.get(dist)
+    if archs is None or cuda_build_runs(capability, list(archs)):
+        return None
+    return (
+        f"{dist} 1.9.1 has GPU code for {' '.join(archs)} only (no PTX), none of which a GPU of "
+        f"compute capability {capability[0]}.{capability[1]} runs; use --backend pytorch there"
+    )

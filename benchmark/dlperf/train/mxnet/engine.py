@@ -19,7 +19,14 @@ from mxnet import autograd, gluon
 from dlperf.data.recordio import class_count
 from dlperf.train.config import TrainConfig
 from dlperf.train.engine import Datasets, decode_threads
-from dlperf.train.mxnet import BFLOAT16_ON_GPU, FLOAT16_ON_CPU, NHWC_ON_CPU
+from dlperf.train.mxnet import (
+    BFLOAT16_ON_GPU,
+    FLOAT16_ON_CPU,
+    NHWC_ON_CPU,
+    cuda_capabilities,
+    installed_dist,
+    no_gpu_code,
+)
 from dlperf.train.mxnet.comm import make_comm
 from dlperf.train.mxnet.data import (
     RecordData,
@@ -41,7 +48,16 @@ def _context(cfg: TrainConfig, local_rank: int):
             "driver); use --device auto or cpu"
         )
     if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
-        return mx.gpu(local_rank % gpus)
+        index = local_rank % gpus
+        capabilities = cuda_capabilities()
+        refusal = (
+            no_gpu_code(installed_dist(), capabilities[index])
+            if index < len(capabilities)
+            else None
+        )
+        if refusal:
+            raise UsageError(f"--backend mxnet: {refusal}")
+        return mx.gpu(index)
     return mx.cpu()
 
 
@@ -90,7 +106,7 @@ class MXNetEngine:
     def versions(self) -> dict:
         return {
             "framework": "mxnet",
-            "mxnet": _version("mxnet") or _version("mxnet-cu110"),
+            "mxnet": _version(installed_dist()),
             "horovod": _version("horovod"),
             "mixed_precision": (
                 f"MXNet AMP ({self.dtype}), dynamic loss scaling" if self.amp else None

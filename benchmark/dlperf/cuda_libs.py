@@ -1,0 +1,103 @@
+"""Let a GPU build of MXNet find CUDA 11's libraries where NVIDIA's Python wheels put them.
+
+`libmxnet.so` of `mxnet-cu112` 1.9.1 names CUDA 11's runtime, cuBLAS, cuFFT, cuRAND,
+cuSOLVER, NVRTC, NVTX, cuDNN 8 and NCCL as NEEDED entries without carrying them. NVIDIA's
+`nvidia-*-cu11` wheels (pinned in dlperf's `gpu` and `nccl` extras; PyTorch's CUDA wheels put a
+newer NCCL in the same place) install them under `site-packages/nvidia/<part>/lib/`, where the
+dynamic loader does not look. Loaded by path and
+globally before `libmxnet.so`, each satisfies the NEEDED entry of its soname: the loader reuses a
+library already loaded under that name. Only the driver's `libcuda.so.1` still comes from the
+system, as it must.
+
+The wheel's `dlperf-cuda-libs.pth` installs the import hook at interpreter start-up, so every
+Python of a venv with dlperf (a rank, horovodrun's checks, Horovod's build, a user's shell)
+imports MXNet alike. The hook costs nothing until `mxnet` is imported, and loads nothing where
+the wheels are absent (the `cpu` flavor). This module imports only `sys` and `os` at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# (directory under site-packages/nvidia, soname), in an order in which each library's own
+# NEEDED entries are loaded before it (cuSOLVER needs cuBLAS, cuBLAS needs cuBLASLt). The exact
+# CUDA 11 sonames: a venv that also holds PyTorch's CUDA 12 wheels has their libraries in the
+# same directories under other names.
+CUDA11_LIBRARIES: tuple[tuple[str, str], ...] = (
+    ("cuda_runtime", "libcudart.so.11.0"),
+    ("cublas", "libcublasLt.so.11"),
+    ("cublas", "libcublas.so.11"),
+    ("cufft", "libcufft.so.10"),
+    ("curand", "libcurand.so.10"),
+    ("cusolver", "libcusolver.so.11"),
+    ("cuda_nvrtc", "libnvrtc.so.11.2"),
+    ("nvtx", "libnvToolsExt.so.1"),
+    ("cudnn", "libcudnn.so.8"),
+    ("nccl", "libnccl.so.2"),
+)
+
+_loaded: dict[str, str] = {}
+
+
+def library_paths(
+    libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES, search: list[str] | None = None
+) -> list[str]:
+    """The path of each library that a `nvidia/<part>/lib/` directory on `search` (default:
+    sys.path) holds, in the order of `libraries`; the first directory that has it wins."""
+    found = []
+    for part, soname in libraries:
+        for entry in sys.path if search is None else search:
+            path = os.path.join(entry or ".", "nvidia", part, "lib", soname)
+            if os.path.isfile(path):
+                found.append(path)
+                break
+    return found
+
+
+def preload(
+    libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES, search: list[str] | None = None
+) -> dict[str, str]:
+    """Load every library found, globally; returns {soname: path} of all loaded so far.
+
+    A library that is there but does not load raises ImportError naming it and the loader's
+    reason (a damaged wheel, or one for another CUDA major)."""
+    import ctypes
+
+    for path in library_paths(libraries, search):
+        soname = os.path.basename(path)
+        if soname in _loaded:
+            continue
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as err:
+            raise ImportError(f"dlperf: cannot load {path} for MXNet: {err}") from err
+        _loaded[soname] = path
+    return dict(_loaded)
+
+
+class _PreloadBeforeImport:
+    """A meta path finder that finds nothing: it loads the libraries when `name` is first
+    imported, then steps out of the import system."""
+
+    def __init__(self, name: str, libraries: tuple[tuple[str, str], ...]):
+        self.name = name
+        self.libraries = libraries
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == self.name:
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            preload(self.libraries)
+        return None
+
+
+def install_import_hook(
+    name: str = "mxnet", libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES
+) -> None:
+    """Load the libraries the first time `name` is imported (at once if it already was)."""
+    if name in sys.modules:
+        preload(libraries)
+        return
+    if not any(isinstance(f, _PreloadBeforeImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _PreloadBeforeImport(name, libraries))

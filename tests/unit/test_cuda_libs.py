@@ -1,0 +1,148 @@
+"""dlperf.cuda_libs: libraries under site-packages/nvidia/<part>/lib/ loaded globally before a
+module whose shared library names them, with real shared objects built by the C compiler and
+loaded by the real dynamic loader, in a fresh interpreter each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from dlperf.cuda_libs import CUDA11_LIBRARIES
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmark"
+TABLE = (("dep", "libdlperfdep.so.1"),)
+
+
+def cc(*args) -> None:
+    subprocess.run(["gcc", "-shared", "-fPIC", *map(str, args)], check=True)
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    """A site directory as the wheels leave it: nvidia/dep/lib/libdlperfdep.so.1, and a package
+    `fakemx` whose library needs it by soname and carries no path to it (as libmxnet.so)."""
+    lib = tmp_path / "nvidia" / "dep" / "lib"
+    lib.mkdir(parents=True)
+    (tmp_path / "dep.c").write_text("int dlperf_dep(void) { return 42; }\n")
+    cc("-Wl,-soname,libdlperfdep.so.1", "-o", lib / "libdlperfdep.so.1", tmp_path / "dep.c")
+    pkg = tmp_path / "fakemx"
+    pkg.mkdir()
+    (tmp_path / "mx.c").write_text(
+        "int dlperf_dep(void);\nint answer(void) { return dlperf_dep(); }\n"
+    )
+    cc("-o", pkg / "libfakemx.so", tmp_path / "mx.c", f"-L{lib}", "-l:libdlperfdep.so.1")
+    (pkg / "__init__.py").write_text(
+        textwrap.dedent(
+            """
+            import ctypes, os
+            lib = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "libfakemx.so"))
+            answer = lib.answer
+            """
+        )
+    )
+    return tmp_path
+
+
+def python(site: Path, code: str) -> subprocess.CompletedProcess:
+    path = os.pathsep.join(map(str, (site, BENCHMARK)))
+    env = {**os.environ, "PYTHONPATH": path}
+    env.pop("LD_LIBRARY_PATH", None)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env
+    )
+
+
+def loaded(soname: str) -> str:
+    return f"any(l.rstrip().endswith('/{soname}') for l in open('/proc/self/maps'))"
+
+
+def test_without_the_hook_the_loader_cannot_find_the_library(site):
+    proc = python(site, "import fakemx")
+    assert proc.returncode != 0
+    assert "libdlperfdep.so.1: cannot open shared object file" in proc.stderr
+
+
+def test_the_hook_loads_the_libraries_when_the_module_is_first_imported(site):
+    proc = python(
+        site,
+        f"""
+        import sys
+        from dlperf import cuda_libs
+        cuda_libs.install_import_hook("fakemx", {TABLE!r})
+        cuda_libs.install_import_hook("fakemx", {TABLE!r})  # once only
+        hooks = [f for f in sys.meta_path if type(f).__name__ == "_PreloadBeforeImport"]
+        print(len(hooks), {loaded("libdlperfdep.so.1")})
+        import json  # another module loads nothing
+        print({loaded("libdlperfdep.so.1")})
+        import fakemx
+        print(fakemx.answer(), {loaded("libdlperfdep.so.1")})
+        print([type(f).__name__ for f in sys.meta_path].count("_PreloadBeforeImport"))
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:4] == ["1 False", "False", "42 True", "0"]
+
+
+def test_a_module_already_imported_gets_its_libraries_at_once(site):
+    proc = python(
+        site,
+        f"""
+        import sys, types
+        sys.modules["fakemx"] = types.ModuleType("fakemx")
+        from dlperf import cuda_libs
+        cuda_libs.install_import_hook("fakemx", {TABLE!r})
+        print({loaded("libdlperfdep.so.1")})
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
+
+
+def test_a_library_that_does_not_load_is_named(site):
+    (site / "nvidia/dep/lib/libdlperfdep.so.1").write_bytes(b"not an ELF file")
+    proc = python(
+        site,
+        f"""
+        from dlperf import cuda_libs
+        cuda_libs.install_import_hook("fakemx", {TABLE!r})
+        import fakemx
+        """,
+    )
+    assert proc.returncode != 0
+    assert f"dlperf: cannot load {site}/nvidia/dep/lib/libdlperfdep.so.1 for MXNet" in proc.stderr
+
+
+def test_where_no_wheel_put_the_libraries_nothing_is_loaded(tmp_path):
+    assert (
+        python(
+            tmp_path,
+            """
+            from dlperf import cuda_libs
+            print(cuda_libs.library_paths(), cuda_libs.preload())
+            """,
+        ).stdout.strip()
+        == "[] {}"
+    )
+
+
+def test_the_first_directory_on_the_path_that_has_a_library_wins(tmp_path):
+    for root in ("a", "b"):
+        (tmp_path / root / "nvidia/nccl/lib").mkdir(parents=True)
+        (tmp_path / root / "nvidia/nccl/lib/libnccl.so.2").touch()
+    (tmp_path / "b/nvidia/cudnn/lib").mkdir(parents=True)
+    (tmp_path / "b/nvidia/cudnn/lib/libcudnn.so.9").touch()  # PyTorch's CUDA 12 cuDNN: not ours
+    from dlperf.cuda_libs import library_paths
+
+    found = library_paths(search=[str(tmp_path / "a"), str(tmp_path / "b")])
+    assert found == [str(tmp_path / "a/nvidia/nccl/lib/libnccl.so.2")]
+
+
+def test_the_cuda11_table_loads_each_librarys_dependencies_before_it():
+    order = [soname for _, soname in CUDA11_LIBRARIES]
+    # cuSOLVER needs cuBLAS and cuBLASLt, cuBLAS needs cuBLASLt (their NEEDED entries)
+    assert order.index("libcublasLt.so.11") < order.index("libcublas.so.11")
+    assert order.index("libcublas.so.11") < order.index("libcusolver.so.11")
