@@ -34,6 +34,18 @@ def version() -> str:
 
 
 @pytest.fixture(scope="session")
+def dlperf_wheel(tmp_path_factory) -> str:
+    """The dlperf wheel built from the checkout, as the dl_stack role builds it."""
+    out = tmp_path_factory.mktemp("dist")
+    return subprocess.run(
+        [REPO / "scripts/build-dlperf-wheel.sh", sys.executable, out],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="session")
 def collection_tarball(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("collection-build")
     subprocess.run(

@@ -38,16 +38,10 @@ def pins() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory):
+def node(tmp_path_factory, dlperf_wheel):
     """A venv holding dlperf[train,gpu,nccl] installed from a wheelhouse with --no-index (3.7 GB;
     removed afterwards), and a directory with the stand-in libcuda.so.1."""
     work = tmp_path_factory.mktemp("gpu-node")
-    wheel = subprocess.run(
-        [REPO / "scripts/build-dlperf-wheel.sh", sys.executable, work / "dist"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
     cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
@@ -69,7 +63,7 @@ def node(tmp_path_factory):
             "--no-index",
             "--find-links",
             cache,
-            f"{wheel}[train,gpu,nccl]",
+            f"{dlperf_wheel}[train,gpu,nccl]",
         ],
         check=True,
         capture_output=True,

@@ -12,18 +12,12 @@ from tests.package.conftest import REPO, version, without_pythonpath
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory):
+def venv(tmp_path_factory, dlperf_wheel):
     work = tmp_path_factory.mktemp("wheel")
-    wheel = subprocess.run(
-        [REPO / "scripts/build-dlperf-wheel.sh", sys.executable, work / "dist"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
     subprocess.run([sys.executable, "-m", "venv", work / "venv"], check=True)
     pip = [work / "venv/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run(
-        [*pip, wheel], check=True, capture_output=True, text=True, env=without_pythonpath()
+        [*pip, dlperf_wheel], check=True, capture_output=True, text=True, env=without_pythonpath()
     )
     return work
 
