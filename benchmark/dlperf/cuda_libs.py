@@ -11,8 +11,10 @@ system, as it must.
 
 The wheel's `dlperf-cuda-libs.pth` installs the import hook at interpreter start-up, so every
 Python of a venv with dlperf (a rank, horovodrun's checks, Horovod's build, a user's shell)
-imports MXNet alike. The hook costs nothing until `mxnet` is imported, and loads nothing where
-the wheels are absent (the `cpu` flavor). This module imports only `sys` and `os` at start-up.
+imports MXNet alike. The hook costs nothing until `mxnet` is imported, and loads nothing unless
+a GPU build of MXNet is installed (the `cpu` flavor's MXNet needs none of it, even where
+PyTorch's CUDA wheels have put an NCCL there). This module imports only `sys` and `os` at
+start-up.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ CUDA11_LIBRARIES: tuple[tuple[str, str], ...] = (
     ("nccl", "libnccl.so.2"),
 )
 
+# The distributions whose libmxnet.so needs them (dlperf.train.mxnet.GPU_ARCHS has their code).
+MXNET_GPU_BUILDS = ("mxnet-cu112",)
+
 _loaded: dict[str, str] = {}
 
 
@@ -44,11 +49,14 @@ def library_paths(
     libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES, search: list[str] | None = None
 ) -> list[str]:
     """The path of each library that a `nvidia/<part>/lib/` directory on `search` (default:
-    sys.path) holds, in the order of `libraries`; the first directory that has it wins."""
+    sys.path) holds, in the order of `libraries`; the first directory that has it wins. Only
+    absolute entries count: not the working directory ("" on sys.path under -c and -m)."""
     found = []
     for part, soname in libraries:
         for entry in sys.path if search is None else search:
-            path = os.path.join(entry or ".", "nvidia", part, "lib", soname)
+            if not os.path.isabs(entry):
+                continue
+            path = os.path.join(entry, "nvidia", part, "lib", soname)
             if os.path.isfile(path):
                 found.append(path)
                 break
@@ -76,28 +84,45 @@ def preload(
     return dict(_loaded)
 
 
+def _installed(dists: tuple[str, ...]) -> bool:
+    from importlib import metadata
+
+    for dist in dists:
+        try:
+            metadata.distribution(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        return True
+    return False
+
+
 class _PreloadBeforeImport:
     """A meta path finder that finds nothing: it loads the libraries when `name` is first
-    imported, then steps out of the import system."""
+    imported (where one of `dists` is installed, if given), then steps out of the import
+    system."""
 
-    def __init__(self, name: str, libraries: tuple[tuple[str, str], ...]):
-        self.name = name
-        self.libraries = libraries
+    def __init__(self, name: str, libraries: tuple[tuple[str, str], ...], dists: tuple[str, ...]):
+        self.name, self.libraries, self.dists = name, libraries, dists
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == self.name:
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
-            preload(self.libraries)
+            if not self.dists or _installed(self.dists):
+                preload(self.libraries)
         return None
 
 
 def install_import_hook(
-    name: str = "mxnet", libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES
+    name: str = "mxnet",
+    libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES,
+    dists: tuple[str, ...] = MXNET_GPU_BUILDS,
 ) -> None:
-    """Load the libraries the first time `name` is imported (at once if it already was)."""
+    """Load the libraries the first time `name` is imported (at once if it already was), where
+    one of `dists` is installed (() for always)."""
     if name in sys.modules:
-        preload(libraries)
+        if not dists or _installed(dists):
+            preload(libraries)
         return
     if not any(isinstance(f, _PreloadBeforeImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _PreloadBeforeImport(name, libraries))
+        sys.meta_path.insert(0, _PreloadBeforeImport(name, libraries, dists))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -13,9 +14,10 @@ DOCUMENTATION = r"""
 name: dlperf_openpgp_fingerprints
 short_description: Fingerprints of the primary keys in OpenPGP key material
 description:
-  - Reads public keys as C(ansible.builtin.slurp) returns a file (base64 of an armored or a
-    binary key or keyring) and returns each primary key's fingerprint, upper-case hexadecimal
-    without spaces, as C(gpg --with-colons) prints it in its C(fpr) records.
+  - Reads public keys as C(ansible.builtin.slurp) returns a file (base64 of a binary key or
+    keyring, or of armored text with one or more blocks) and returns each primary key's
+    fingerprint, upper-case hexadecimal without spaces, as C(gpg --with-colons) prints it in
+    its C(fpr) records.
   - Version 4 keys (SHA-1 fingerprint, 40 digits) and version 6 keys (SHA-256, 64 digits).
     Subkeys are not listed. Signatures are not checked; this names the keys, it does not
     verify them.
@@ -44,20 +46,28 @@ PUBLIC_KEY = 6  # packet tag; subkeys (14) are not listed
 
 
 def _dearmor(text: str) -> bytes:
-    lines = text.strip().splitlines()
-    if not lines or not lines[0].startswith("-----BEGIN PGP"):
-        raise ValueError("no armor header line")
-    body, in_headers = [], True
-    for line in lines[1:]:
+    """The data of every armored block in the text, one after the other (a file may hold
+    several, and apt reads them all)."""
+    data, body, state = b"", [], "outside"
+    for line in text.splitlines():
+        line = line.strip()
+        if state == "outside":
+            if line.startswith("-----BEGIN PGP"):
+                state, body = "headers", []
+            continue
         if line.startswith("-----END PGP"):
-            break
-        if in_headers:
-            in_headers = bool(line.strip())  # headers end at the first empty line
-            continue
-        if line.startswith("="):  # the CRC-24 line
-            continue
-        body.append(line.strip())
-    return base64.b64decode("".join(body), validate=True)
+            data += base64.b64decode("".join(body), validate=True)
+            state = "outside"
+        elif state == "headers" and (not line or re.match(r"^[\x21-\x39\x3b-\x7e]+: ", line)):
+            state = "headers" if line else "body"  # "Key: value" lines, then an empty line
+        elif not line.startswith("="):  # the CRC-24 line
+            state = "body"  # also where a writer left out the empty line after no headers
+            body.append(line)
+    if state != "outside":
+        raise ValueError("an armored block without its END line")
+    if not data:
+        raise ValueError("no armored block")
+    return data
 
 
 def _packets(data: bytes):
@@ -98,7 +108,8 @@ def openpgp_fingerprints(content: str) -> list[str]:
             f"dlperf_openpgp_fingerprints: input is not base64: {err}"
         ) from err
     try:
-        data = _dearmor(raw.decode("ascii")) if raw.lstrip().startswith(b"-----BEGIN") else raw
+        armored = raw.lstrip().startswith(b"-----BEGIN")
+        data = _dearmor(raw.decode("utf-8")) if armored else raw
         found = []
         for tag, body in _packets(data):
             if tag != PUBLIC_KEY or not body:
@@ -110,7 +121,7 @@ def openpgp_fingerprints(content: str) -> list[str]:
             else:
                 continue  # v3 (MD5 fingerprints) and v5 keys: not used by apt repositories
             found.append(digest.hexdigest().upper())
-    except (ValueError, IndexError, UnicodeDecodeError, binascii.Error) as err:
+    except (ValueError, IndexError, OverflowError, binascii.Error) as err:
         raise AnsibleFilterError(
             f"dlperf_openpgp_fingerprints: not OpenPGP key material: {err}"
         ) from err

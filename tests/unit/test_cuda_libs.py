@@ -72,8 +72,8 @@ def test_the_hook_loads_the_libraries_when_the_module_is_first_imported(site):
         f"""
         import sys
         from dlperf import cuda_libs
-        cuda_libs.install_import_hook("fakemx", {TABLE!r})
-        cuda_libs.install_import_hook("fakemx", {TABLE!r})  # once only
+        cuda_libs.install_import_hook("fakemx", {TABLE!r}, dists=())
+        cuda_libs.install_import_hook("fakemx", {TABLE!r}, dists=())  # once only
         hooks = [f for f in sys.meta_path if type(f).__name__ == "_PreloadBeforeImport"]
         print(len(hooks), {loaded("libdlperfdep.so.1")})
         import json  # another module loads nothing
@@ -94,7 +94,7 @@ def test_a_module_already_imported_gets_its_libraries_at_once(site):
         import sys, types
         sys.modules["fakemx"] = types.ModuleType("fakemx")
         from dlperf import cuda_libs
-        cuda_libs.install_import_hook("fakemx", {TABLE!r})
+        cuda_libs.install_import_hook("fakemx", {TABLE!r}, dists=())
         print({loaded("libdlperfdep.so.1")})
         """,
     )
@@ -108,7 +108,7 @@ def test_a_library_that_does_not_load_is_named(site):
         site,
         f"""
         from dlperf import cuda_libs
-        cuda_libs.install_import_hook("fakemx", {TABLE!r})
+        cuda_libs.install_import_hook("fakemx", {TABLE!r}, dists=())
         import fakemx
         """,
     )
@@ -117,16 +117,41 @@ def test_a_library_that_does_not_load_is_named(site):
 
 
 def test_where_no_wheel_put_the_libraries_nothing_is_loaded(tmp_path):
-    assert (
-        python(
-            tmp_path,
-            """
-            from dlperf import cuda_libs
-            print(cuda_libs.library_paths(), cuda_libs.preload())
-            """,
-        ).stdout.strip()
-        == "[] {}"
+    proc = python(
+        tmp_path,
+        f"""
+        from dlperf import cuda_libs
+        print(cuda_libs.library_paths(search=[{str(tmp_path)!r}]),
+              cuda_libs.preload(search=[{str(tmp_path)!r}]))
+        """,
     )
+    assert proc.stdout.strip() == "[] {}", proc.stderr
+
+
+def test_without_a_gpu_build_of_mxnet_installed_the_hook_loads_nothing(site):
+    # the CPU build's venv, even where PyTorch's CUDA wheels have put libraries there
+    proc = python(
+        site,
+        f"""
+        from dlperf import cuda_libs
+        cuda_libs.install_import_hook("fakemx", {TABLE!r}, dists=("no-such-mxnet-build",))
+        import fakemx
+        """,
+    )
+    assert proc.returncode != 0
+    assert "libdlperfdep.so.1: cannot open shared object file" in proc.stderr
+
+
+def test_the_working_directory_is_not_searched(site, tmp_path):
+    # "" on sys.path (python -c) is the working directory: a library there is not loaded
+    proc = subprocess.run(
+        [sys.executable, "-c", "from dlperf import cuda_libs; print(cuda_libs.library_paths("
+         f"{TABLE!r}, search=['', 'nvidia/..', {str(site)!r}]))"],
+        capture_output=True, text=True, cwd=site,
+        env={**os.environ, "PYTHONPATH": str(BENCHMARK)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str([f"{site}/nvidia/dep/lib/libdlperfdep.so.1"])
 
 
 def test_the_first_directory_on_the_path_that_has_a_library_wins(tmp_path):

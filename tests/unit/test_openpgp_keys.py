@@ -41,12 +41,45 @@ def primary_fingerprints(home: Path, key: bytes) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, bytes]:
-    home = tmp_path_factory.mktemp("gnupg")
-    os.chmod(home, 0o700)
-    gpg(home, "--passphrase", "", "--quick-gen-key", "dlperf <t@example.invalid>", "ed25519")
-    armored = gpg(home, "--armor", "--export")
-    return {"home": home, "armored": armored, "binary": gpg(home, "--export")}
+def keys(tmp_path_factory) -> dict:
+    """Two keys GnuPG generates: the one a test names, and another (a mirror's own, say)."""
+    made = {}
+    for who in ("named", "other"):
+        home = tmp_path_factory.mktemp("gnupg")
+        os.chmod(home, 0o700)
+        gpg(home, "--passphrase", "", "--quick-gen-key", f"{who} <t@example.invalid>", "ed25519")
+        made[who] = {"armored": gpg(home, "--armor", "--export"), "binary": gpg(home, "--export")}
+    made["home"] = home
+    made["armored"], made["binary"] = made["named"]["armored"], made["named"]["binary"]
+    return made
+
+
+# RFC 9580's sample version 6 certificate (appendix A.3): its primary key packet's body
+# (Ed25519, created 2022-11-30) and the fingerprint the RFC gives for it.
+RFC9580_V6_BODY = "BmOHf+MbAAAAIPlNp7tI1gph5WdwamWH0DMZmbudiRoIJC6thFQ9+JWj"
+RFC9580_V6_FINGERPRINT = "CB186C4F0609A697E4D52DFA6C722B0C1F1E27C18A56708F6525EC27BAD9ACC9"
+
+
+def new_format(data: bytes, lengths: str) -> bytes:
+    """Old-format packets (as GnuPG and Debian's keyring write them) written again with
+    new-format headers: one- and two-octet lengths where they fit ("short"), or five-octet
+    lengths throughout ("long")."""
+    out, pos = b"", 0
+    while pos < len(data):
+        head = data[pos]
+        assert head & 0xC0 == 0x80, "an old-format packet"
+        size = (1, 2, 4)[head & 0x03]
+        length = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
+        body = data[pos + 1 + size : pos + 1 + size + length]
+        if lengths == "long":
+            encoded = b"\xff" + length.to_bytes(4, "big")
+        elif length < 192:
+            encoded = bytes([length])
+        else:
+            encoded = bytes([((length - 192) >> 8) + 192, (length - 192) & 0xFF])
+        out += bytes([0xC0 | ((head >> 2) & 0x0F)]) + encoded + body
+        pos += 1 + size + length
+    return out
 
 
 def fingerprints(run_playbook, *materials: bytes) -> tuple[int, list]:
@@ -68,6 +101,33 @@ def test_fingerprints_are_gnupgs(run_playbook, keys):
     # a keyring of several keys: every primary key, in order, and no subkey
     expected = primary_fingerprints(keys["home"], debian)
     assert len(expected) > 1 and found[2] == expected
+
+
+def test_every_header_and_armor_form_gives_the_same_fingerprints(run_playbook, keys):
+    debian = DEBIAN_KEYRING.read_bytes()
+    expected = primary_fingerprints(keys["home"], debian)
+    v6 = base64.b64decode(RFC9580_V6_BODY)
+    named, other = keys["named"]["armored"].decode(), keys["other"]["armored"].decode()
+    armor_lines = named.splitlines()
+    # no empty line after the BEGIN line (no headers); a header in UTF-8
+    bare = "\n".join([armor_lines[0], *armor_lines[2:]]).encode()
+    utf8 = "\n".join([armor_lines[0], "Comment: clé du dépôt", *armor_lines[1:]]).encode()
+    rc, found = fingerprints(
+        run_playbook,
+        new_format(debian, "short"),
+        new_format(debian, "long"),
+        bytes([0xC6, len(v6)]) + v6,
+        bare,
+        utf8,
+        (named + other).encode(),  # two armored blocks in one file
+    )
+    assert rc == 0, found
+    assert found[0] == expected and found[1] == expected
+    assert found[2] == [RFC9580_V6_FINGERPRINT]
+    [first] = primary_fingerprints(keys["home"], keys["named"]["binary"])
+    [second] = primary_fingerprints(keys["home"], keys["other"]["binary"])
+    assert found[3] == [first] and found[4] == [first]
+    assert found[5] == [first, second]
 
 
 @pytest.mark.parametrize(
@@ -150,7 +210,8 @@ def test_the_cuda_role_removes_a_fetched_key_of_another_fingerprint(run_playbook
     assert run.rc != 0
     [(_name, message)] = run.failed_tasks()[-1:]
     assert message == (
-        f"The signing key {url} holds {fingerprint}, not {nvidia} (cuda_repo_key_fingerprint): "
+        f"The signing key {url} holds {fingerprint}, not {nvidia} alone "
+        "(cuda_repo_key_fingerprint): "
         "apt is not given it. For a mirror signed with its own key, set cuda_repo_key_fingerprint "
         "to that key's."
     )
@@ -169,3 +230,14 @@ def test_the_cuda_role_checks_a_key_given_inline(run_playbook, tmp_path, served,
     assert f"The signing key (given inline) holds {fingerprint}, not {'0' * 40}" in str(
         run.failed_tasks()
     )
+
+
+def test_the_cuda_role_refuses_the_named_key_with_another_beside_it(run_playbook, tmp_path, keys):
+    # apt would trust both: a mirror serving NVIDIA's key and its own passes no check
+    (tmp_path / "3bf863cc.pub").write_bytes(keys["named"]["armored"] + keys["other"]["armored"])
+    [named] = primary_fingerprints(keys["home"], keys["named"]["binary"])
+    [other] = primary_fingerprints(keys["home"], keys["other"]["binary"])
+    run, keyring = check_key(run_playbook, tmp_path, f"file://{tmp_path}/3bf863cc.pub", named)
+    assert run.rc != 0
+    assert f"holds {named}, {other}, not {named} alone" in run.failed_tasks()[-1][1]
+    assert not keyring.exists()

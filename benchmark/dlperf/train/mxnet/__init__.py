@@ -54,7 +54,8 @@ def installed_dist() -> str:
     """Which MXNet distribution is installed: mxnet (CPU) or a GPU build."""
     from importlib import metadata
 
-    for dist in ("mxnet", *GPU_ARCHS):
+    # both write mxnet/: where MXNet sees a GPU, the GPU build's library is the one in place
+    for dist in (*GPU_ARCHS, "mxnet"):
         try:
             metadata.version(dist)
         except metadata.PackageNotFoundError:
