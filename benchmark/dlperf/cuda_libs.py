@@ -49,12 +49,13 @@ def library_paths(
     libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES, search: list[str] | None = None
 ) -> list[str]:
     """The path of each library that a `nvidia/<part>/lib/` directory on `search` (default:
-    sys.path) holds, in the order of `libraries`; the first directory that has it wins. Only
-    absolute entries count: not the working directory ("" on sys.path under -c and -m)."""
+    sys.path) holds, in the order of `libraries`; the first directory that has it wins. The
+    working directory never counts (sys.path holds it as "" under -c, by its path under -m)."""
+    here = os.getcwd()
     found = []
     for part, soname in libraries:
         for entry in sys.path if search is None else search:
-            if not os.path.isabs(entry):
+            if not os.path.isabs(entry) or os.path.normpath(entry) == here:
                 continue
             path = os.path.join(entry, "nvidia", part, "lib", soname)
             if os.path.isfile(path):
@@ -84,33 +85,41 @@ def preload(
     return dict(_loaded)
 
 
-def _installed(dists: tuple[str, ...]) -> bool:
+def _site_of(dists: tuple[str, ...]) -> str | None:
+    """The directory the first installed distribution of `dists` was installed into (where its
+    nvidia-* wheels went too), or None."""
     from importlib import metadata
 
     for dist in dists:
         try:
-            metadata.distribution(dist)
+            return str(metadata.distribution(dist).locate_file(""))
         except metadata.PackageNotFoundError:
             continue
-        return True
-    return False
+    return None
 
 
 class _PreloadBeforeImport:
-    """A meta path finder that finds nothing: it loads the libraries when `name` is first
-    imported (where one of `dists` is installed, if given), then steps out of the import
-    system."""
+    """A meta path finder that finds nothing: the first time `name` is imported it loads the
+    libraries — from the site directory of whichever of `dists` is installed, or from sys.path
+    where `dists` is empty, and not at all where none is — and from then on does nothing. It
+    stays on sys.meta_path: removing itself while the import system walks that list would make
+    the walk skip the finder after it."""
 
     def __init__(self, name: str, libraries: tuple[tuple[str, str], ...], dists: tuple[str, ...]):
-        self.name, self.libraries, self.dists = name, libraries, dists
+        self.name, self.libraries, self.dists, self.done = name, libraries, dists, False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname == self.name:
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            if not self.dists or _installed(self.dists):
-                preload(self.libraries)
+        if fullname == self.name and not self.done:
+            self.done = True
+            _load_for(self.libraries, self.dists)
         return None
+
+
+def _load_for(libraries: tuple[tuple[str, str], ...], dists: tuple[str, ...]) -> None:
+    if not dists:
+        preload(libraries)
+    elif (site := _site_of(dists)) is not None:
+        preload(libraries, search=[site])
 
 
 def install_import_hook(
@@ -121,8 +130,7 @@ def install_import_hook(
     """Load the libraries the first time `name` is imported (at once if it already was), where
     one of `dists` is installed (() for always)."""
     if name in sys.modules:
-        if not dists or _installed(dists):
-            preload(libraries)
+        _load_for(libraries, dists)
         return
     if not any(isinstance(f, _PreloadBeforeImport) and f.name == name for f in sys.meta_path):
         sys.meta_path.insert(0, _PreloadBeforeImport(name, libraries, dists))

@@ -49,7 +49,7 @@ def _dearmor(text: str) -> bytes:
     """The data of every armored block in the text, one after the other (a file may hold
     several, and apt reads them all)."""
     data, body, state = b"", [], "outside"
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): it also splits inside header values
         line = line.strip()
         if state == "outside":
             if line.startswith("-----BEGIN PGP"):
@@ -58,9 +58,9 @@ def _dearmor(text: str) -> bytes:
         if line.startswith("-----END PGP"):
             data += base64.b64decode("".join(body), validate=True)
             state = "outside"
-        elif state == "headers" and (not line or re.match(r"^[\x21-\x39\x3b-\x7e]+: ", line)):
+        elif state == "headers" and (not line or re.match(r"^[\x21-\x39\x3b-\x7e]+:( |$)", line)):
             state = "headers" if line else "body"  # "Key: value" lines, then an empty line
-        elif not line.startswith("="):  # the CRC-24 line
+        elif not re.fullmatch(r"=[A-Za-z0-9+/]{4}", line):  # the CRC-24 line
             state = "body"  # also where a writer left out the empty line after no headers
             body.append(line)
     if state != "outside":
@@ -108,8 +108,10 @@ def openpgp_fingerprints(content: str) -> list[str]:
             f"dlperf_openpgp_fingerprints: input is not base64: {err}"
         ) from err
     try:
-        armored = raw.lstrip().startswith(b"-----BEGIN")
-        data = _dearmor(raw.decode("utf-8")) if armored else raw
+        # binary key material starts with a packet header (bit 7 set); text is armor, whatever
+        # comes before its first BEGIN line (a byte-order mark, a note)
+        armored = raw.startswith(b"\xef\xbb\xbf") or (bool(raw) and not raw[0] & 0x80)
+        data = _dearmor(raw.decode("utf-8-sig")) if armored else raw
         found = []
         for tag, body in _packets(data):
             if tag != PUBLIC_KEY or not body:

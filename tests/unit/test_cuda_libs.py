@@ -78,13 +78,20 @@ def test_the_hook_loads_the_libraries_when_the_module_is_first_imported(site):
         print(len(hooks), {loaded("libdlperfdep.so.1")})
         import json  # another module loads nothing
         print({loaded("libdlperfdep.so.1")})
+        # a finder after the hook is still asked (the hook does not leave sys.meta_path while
+        # the import system walks it)
+        class Asked:
+            names = []
+            def find_spec(self, name, path=None, target=None):
+                self.names.append(name)
+        sys.meta_path.insert(sys.meta_path.index(hooks[0]) + 1, Asked())
         import fakemx
         print(fakemx.answer(), {loaded("libdlperfdep.so.1")})
-        print([type(f).__name__ for f in sys.meta_path].count("_PreloadBeforeImport"))
+        print("fakemx" in Asked.names, hooks[0].done)
         """,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:4] == ["1 False", "False", "42 True", "0"]
+    assert proc.stdout.split("\n")[:4] == ["1 False", "False", "42 True", "True True"]
 
 
 def test_a_module_already_imported_gets_its_libraries_at_once(site):
@@ -128,6 +135,24 @@ def test_where_no_wheel_put_the_libraries_nothing_is_loaded(tmp_path):
     assert proc.stdout.strip() == "[] {}", proc.stderr
 
 
+def test_where_a_gpu_build_is_installed_the_hook_loads_from_its_site_directory(site):
+    # the default: only where mxnet-cu112 is installed, and from where it was installed
+    info = site / "mxnet_cu112-1.9.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mxnet-cu112\nVersion: 1.9.1\n")
+    proc = python(
+        site,
+        f"""
+        from dlperf import cuda_libs
+        cuda_libs.install_import_hook("fakemx", {TABLE!r})
+        import fakemx
+        print(fakemx.answer())
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "42"
+
+
 def test_without_a_gpu_build_of_mxnet_installed_the_hook_loads_nothing(site):
     # the CPU build's venv, even where PyTorch's CUDA wheels have put libraries there
     proc = python(
@@ -143,15 +168,22 @@ def test_without_a_gpu_build_of_mxnet_installed_the_hook_loads_nothing(site):
 
 
 def test_the_working_directory_is_not_searched(site, tmp_path):
-    # "" on sys.path (python -c) is the working directory: a library there is not loaded
-    proc = subprocess.run(
-        [sys.executable, "-c", "from dlperf import cuda_libs; print(cuda_libs.library_paths("
-         f"{TABLE!r}, search=['', 'nvidia/..', {str(site)!r}]))"],
-        capture_output=True, text=True, cwd=site,
-        env={**os.environ, "PYTHONPATH": str(BENCHMARK)},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str([f"{site}/nvidia/dep/lib/libdlperfdep.so.1"])
+    # sys.path holds the working directory as "" under -c and by its path under -m: a library
+    # there is not loaded; the same directory is searched when it is not the working one
+    def found(cwd) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", "from dlperf import cuda_libs; print(cuda_libs.library_paths("
+             f"{TABLE!r}, search=['', 'nvidia/..', {str(site)!r}]))"],
+            capture_output=True, text=True, cwd=cwd,
+            env={**os.environ, "PYTHONPATH": str(BENCHMARK)},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert found(site) == "[]"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert found(elsewhere) == str([f"{site}/nvidia/dep/lib/libdlperfdep.so.1"])
 
 
 def test_the_first_directory_on_the_path_that_has_a_library_wins(tmp_path):

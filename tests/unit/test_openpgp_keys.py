@@ -109,9 +109,12 @@ def test_every_header_and_armor_form_gives_the_same_fingerprints(run_playbook, k
     v6 = base64.b64decode(RFC9580_V6_BODY)
     named, other = keys["named"]["armored"].decode(), keys["other"]["armored"].decode()
     armor_lines = named.splitlines()
-    # no empty line after the BEGIN line (no headers); a header in UTF-8
+    # no empty line after the BEGIN line (no headers); headers in UTF-8 and empty, and a note and
+    # a byte-order mark before the armor
+    assert armor_lines[1] == "", armor_lines[:2]
     bare = "\n".join([armor_lines[0], *armor_lines[2:]]).encode()
-    utf8 = "\n".join([armor_lines[0], "Comment: clé du dépôt", *armor_lines[1:]]).encode()
+    note = ["\ufeffNVIDIA's key, as served", armor_lines[0], "Comment: clé du dépôt", "Comment:"]
+    utf8 = "\n".join([*note, *armor_lines[1:]]).encode()
     rc, found = fingerprints(
         run_playbook,
         new_format(debian, "short"),
@@ -137,7 +140,7 @@ def test_every_header_and_armor_form_gives_the_same_fingerprints(run_playbook, k
             b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot base64 at all\n",
             "not OpenPGP key material",
         ),
-        (b"<html>404 Not Found</html>", "not OpenPGP key material: no packet header at byte 0"),
+        (b"<html>404 Not Found</html>", "not OpenPGP key material: no armored block"),
     ],
 )
 def test_what_is_not_a_key_is_named(run_playbook, material, message):
@@ -162,7 +165,7 @@ def key_block() -> dict:
     return block
 
 
-def check_key(run_playbook, tmp_path, key: str, fingerprint: str):
+def check_key(run_playbook, tmp_path, key: str, fingerprint: str, check: bool = False):
     keyring = tmp_path / "keyrings" / "dlperf-cuda.asc"
     keyring.parent.mkdir(exist_ok=True)
     inline = not key.startswith("file://")
@@ -180,7 +183,7 @@ def check_key(run_playbook, tmp_path, key: str, fingerprint: str):
             "tasks": [key_block()],
         }
     ]
-    run = run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, {}, check=False)
+    run = run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, {}, check=check)
     return run, keyring
 
 
@@ -213,7 +216,7 @@ def test_the_cuda_role_removes_a_fetched_key_of_another_fingerprint(run_playbook
         f"The signing key {url} holds {fingerprint}, not {nvidia} alone "
         "(cuda_repo_key_fingerprint): "
         "apt is not given it. For a mirror signed with its own key, set cuda_repo_key_fingerprint "
-        "to that key's."
+        "to that key's; serve a file that holds that key alone."
     )
     assert not keyring.exists()  # fetched again, and checked again, by the next run
     # no check asked for: the key is taken as it is
@@ -240,4 +243,32 @@ def test_the_cuda_role_refuses_the_named_key_with_another_beside_it(run_playbook
     run, keyring = check_key(run_playbook, tmp_path, f"file://{tmp_path}/3bf863cc.pub", named)
     assert run.rc != 0
     assert f"holds {named}, {other}, not {named} alone" in run.failed_tasks()[-1][1]
+    assert not keyring.exists()
+
+
+def test_the_cuda_role_stops_on_a_key_path_that_is_not_there(run_playbook, tmp_path, served):
+    _url, fingerprint = served
+    missing = str(tmp_path / "no-such-key.gpg")
+    plays = [
+        {
+            "name": "A key path on the target",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": {
+                "cuda_source": "mirror",
+                "cuda_repo_key": missing,
+                "cuda_repo_key_fingerprint": fingerprint,
+                "__cuda_keyring": missing,
+            },
+            "tasks": [key_block()],
+        }
+    ]
+    inventory = {"all": {"hosts": {"localhost": LOCAL}}}
+    run = run_playbook(plays, inventory, {}, check=False)
+    assert run.rc != 0
+    assert f"File not found: {missing}" in run.failed_tasks()[-1][1]
+    # a check run of a new host has not fetched NVIDIA's key yet: nothing to check, no failure
+    url, _ = served
+    run, keyring = check_key(run_playbook, tmp_path, url, fingerprint, check=True)
+    assert run.rc == 0, run.failed_tasks()
     assert not keyring.exists()

@@ -25,7 +25,12 @@ BACKENDS = ("mxnet", "pytorch")
 # The framework each engine imports: its module, its name, and what installs it. A node without
 # it is told so, not shown a traceback.
 FRAMEWORKS = {
-    "mxnet": ("mxnet", "MXNet", "dlperf[cpu], or dlperf[gpu,nccl] on NVIDIA GPUs"),
+    "mxnet": (
+        "mxnet",
+        "MXNet",
+        "dlperf[cpu], or dlperf[gpu,nccl] on NVIDIA GPUs (dlperf[gpu] beside PyTorch's CUDA build, "
+        "whose NCCL it shares)",
+    ),
     "pytorch": ("torch", "PyTorch", "dlperf[pytorch]"),
 }
 
