@@ -163,8 +163,10 @@ def test_a_vm_lost_during_site_yml_is_named_while_the_others_finish(crashed):
     for host in ("head01", "compute01"):
         # the play went on to the DL stack's last step there: Horovod verified
         verified = vm(host, "cat /opt/dlperf/venv/.horovod-check-build").splitlines()
+        # ... and MXNet (the CPU build) sees no GPU there
         assert json.loads(verified[1]) == {
-            "cuda": False, "gloo": True, "mpi": True, "mxnet": True, "nccl": False}  # fmt: skip
+            "cuda": False, "gloo": True, "mpi": True, "mxnet": True, "nccl": False,
+            "gpus": 0, "no_gpu_code": []}  # fmt: skip
         assert vm(host, "/opt/dlperf/venv/bin/dlperf --version").startswith("dlperf ")
     # what compute02 wrote over NFS before it died is on the head's disk
     assert vm("head01", "cat /export/shared/crash-token") == token
