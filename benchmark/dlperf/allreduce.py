@@ -15,6 +15,7 @@ GPUs mxnet-cu112 has no code for: Hopper and later). The timed region is the red
 
 from __future__ import annotations
 
+import math
 import socket
 import statistics
 from pathlib import Path
@@ -25,6 +26,17 @@ from dlperf.results import write_atomic
 def bus_factor(size: int) -> float:
     """nccl-tests' allreduce factor: 0 for one rank, whose reduction crosses no link."""
     return 2.0 * (size - 1) / size
+
+
+def worst_error(errors) -> float:
+    """The largest of ERRORS (each the largest deviation from the expected sum), infinite when
+    any is NaN: a corrupted element can read as NaN, which `max` would pass over."""
+    worst = 0.0
+    for value in map(float, errors):
+        if not math.isfinite(value):
+            return math.inf
+        worst = max(worst, value)
+    return worst
 
 
 def run_allreduce(
@@ -44,17 +56,18 @@ def run_allreduce(
     elements = max(1, int(megabytes * 1e6) // 4)
     tensor = ranks.filled(elements, rank + 1)
     expected = size * (size + 1) / 2.0
-    times, worst = [], 0.0
+    times, errors = [], []
     for i in range(warmup + iterations):
         out, elapsed = ranks.timed(tensor)
-        worst = max(worst, ranks.error(out, expected))
+        errors.append(ranks.error(out, expected))
         if i >= warmup:
             times.append(elapsed)
+    worst = worst_error(errors)
     # Every rank's verdict and timing, so one bad rank fails the whole check.
     rows = ranks.gather(np.array([worst, statistics.median(times)], dtype="float64"))
     hosts = ranks.hostnames()
-    ranks.close(True)
     median = max(float(t) for t in rows[:, 1])
+    everywhere = worst_error(rows[:, 0])
     nbytes = elements * 4
     algbw = nbytes / median / 1e6
     summary = {
@@ -67,8 +80,9 @@ def run_allreduce(
         "bytes": nbytes,
         "iterations": iterations,
         "expected": expected,
-        "max_abs_error": float(max(rows[:, 0])),
-        "correct": bool(max(rows[:, 0]) == 0.0),
+        # None: some rank's result held a NaN or an infinity (JSON has neither)
+        "max_abs_error": everywhere if math.isfinite(everywhere) else None,
+        "correct": everywhere == 0.0,
         "median_s": median,
         "algbw_MBps": algbw,
         "busbw_MBps": algbw * bus_factor(size),
@@ -85,4 +99,7 @@ def run_allreduce(
             f"busbw {summary['busbw_MBps']:.1f} MB/s",
             flush=True,
         )
+    # Every rank waits for rank 0's summary: a wrong sum exits 1 everywhere, and launchers stop
+    # the other ranks when the first exits non-zero.
+    ranks.close(True)
     return summary

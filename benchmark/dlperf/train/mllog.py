@@ -10,6 +10,7 @@ accuracy and the log's run_start..run_stop are the same milliseconds.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -29,9 +30,21 @@ class MLLog:
         self.stopped = False
         if enabled:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # stack offset: record the caller of MLLog, not this wrapper, as the event source.
-            mllog.config(filename=str(path), default_stack_offset=3)
+            # A logger of our own whose one handler replaces the file: mllog's `filename` appends
+            # (a second run into the same output would hold two runs) and adds a handler to its
+            # shared logger at each call (a second log in one process would also go to the first).
+            own = logging.getLogger("dlperf.mllog")
+            for handler in list(own.handlers):
+                own.removeHandler(handler)
+                handler.close()
+            own.addHandler(logging.FileHandler(path, mode="w", encoding="utf-8"))
+            own.setLevel(logging.INFO)
+            own.propagate = False
             self.logger = mllog.get_mllogger()
+            if self.logger.logger is not own:  # mllog refuses its own logger a second time
+                mllog.config(logger=own)
+            # stack offset: record the caller of MLLog, not this wrapper, as the event source.
+            mllog.config(default_stack_offset=3)
 
     def _event(self, kind: str, key: str, value=None, metadata=None, time_ms=None) -> None:
         if self.enabled:

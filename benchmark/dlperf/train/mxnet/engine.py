@@ -255,7 +255,12 @@ class MXNetEngine:
         return self.comm.gather(row)
 
     def close(self, ok: bool) -> None:
-        pass
+        # Called after rank 0 has written result.json. Every rank waits for it: a run that
+        # missed its target exits 3 on every rank, and launchers (horovodrun, mpirun, srun
+        # --kill-on-bad-exit) stop the other ranks when the first exits non-zero. After a
+        # failure, no barrier: the peers may never reach it.
+        if ok:
+            self.barrier()
 
 
 def create(cfg: TrainConfig) -> MXNetEngine:
