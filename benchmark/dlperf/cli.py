@@ -241,6 +241,11 @@ def run_data(args) -> int:
         )
     if args.output.suffix != ".rec":
         raise UsageError(f"--output {args.output}: must end in .rec")
+    if args.resize is not None and args.resize < 8:
+        raise UsageError(
+            f"--resize {args.resize}: must be >= 8 pixels (the shorter side; leave it out to keep "
+            "the images' sizes)"
+        )
     from dlperf.data.recordio import prepare_folder
 
     try:

@@ -159,6 +159,11 @@ def inputs_from_args(args) -> ModelInputs:
         raise UsageError(f"--node-throughput {args.node_throughput}: must be > 0 images/s")
     if args.gpus_per_node < 1 or args.batch_per_gpu < 1:
         raise UsageError("--gpus-per-node and --batch-per-gpu must be >= 1")
+    if args.train_images < 1:
+        raise UsageError(
+            f"--train-images {args.train_images}: must be >= 1 (images in one epoch; ImageNet's "
+            f"{IMAGENET_TRAIN_IMAGES:,} by default)"
+        )
     if not 0.0 <= args.overlap <= 1.0:
         raise UsageError(f"--overlap {args.overlap}: a fraction between 0 and 1")
     if args.model not in MODELS:

@@ -148,7 +148,15 @@ def _launch_record(launch: Launch, result_file: Path) -> dict:
 
 def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     final, partial = point_dir(root, nodes), root / f".{nodes}nodes.partial"
-    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        shutil.rmtree(partial)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise SweepError(
+            f"{partial}: an earlier attempt's files cannot be removed ({exc}); a process still "
+            "holding them (a rank or sampler of that attempt, NFS's .nfs files) must end first"
+        ) from exc
     (partial / "telemetry").mkdir(parents=True)
     log = partial / "train.log"
     launch = launchers.run(cfg, nodes, partial, log)
@@ -232,6 +240,12 @@ def hold_run(root: Path, run_id: str):
 
 def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
     validate(cfg)
+    # Only a run needs the launcher itself; a plan (--dry-run) is made anywhere.
+    if cfg.launcher in ("local", "hosts") and not shutil.which("horovodrun"):
+        raise SweepError(
+            f"--launcher {cfg.launcher}: no horovodrun on PATH (run from the venv the dl_stack "
+            "role installs, or install Horovod beside dlperf)"
+        )
     root = cfg.results / cfg.run_id
     root.mkdir(parents=True, exist_ok=True)
     with hold_run(root, cfg.run_id):

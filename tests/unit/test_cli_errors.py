@@ -70,6 +70,10 @@ CASES = [
      "between 0 and 1"),
     (["model", "--node-throughput", "100", "--nodes", "x"], "model", "--nodes 'x'",
      "give node counts such as 1,2,4,8"),
+    (["model", "--node-throughput", "100", "--train-images", "0"], "model", "--train-images 0",
+     "images in one epoch"),
+    (["data", "prepare", "TMP", "--output", "OUT.rec", "--resize", "0"], "data prepare",
+     "--resize 0", "must be >= 8 pixels"),
 ]  # fmt: skip
 
 
@@ -95,6 +99,22 @@ def test_bad_input_names_the_flag_and_the_fix(tmp_path, capsys, argv, command, s
     assert fix in lines[0], lines
     assert lines[1:] == [f"(dlperf {command} --help: every flag, and an example)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "a refused command wrote something"
+
+
+def test_a_sweep_without_horovodrun_is_refused_before_anything_starts(
+    tmp_path, capsys, monkeypatch
+):
+    """A controller with the dlperf wheel alone (Horovod is the train extra's): the sweep names
+    the missing launcher instead of failing in its first point. Its plan needs none."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    results = tmp_path / "results"
+    assert main(["sweep", "--nodes", "1", "--results", str(results)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith("dlperf sweep: error: --launcher local: no horovodrun on PATH")
+    assert not results.exists()
+    dry = ["sweep", "--nodes", "1", "--results", str(results), "--dry-run"]
+    assert main(dry) == 0
+    assert "horovodrun" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["train", "allreduce"])

@@ -68,6 +68,48 @@ def test_a_validation_set_with_other_classes_is_refused_before_training(tmp_path
     assert not out.exists()
 
 
+def test_fewer_classes_than_the_data_holds_are_refused_before_training(tmp_path, capsys):
+    for c in "abc":
+        image(tmp_path / "train" / c / "0.png")
+    assert prepare(tmp_path / "train", tmp_path / "train.rec") == 0
+    out = tmp_path / "run"
+    code = main(["train", "--data", str(tmp_path / "train.rec"), "--classes", "2",
+                 "--output", str(out)])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"--classes 2: {tmp_path / 'train.rec'} holds 3 classes (labels 0 to 2)" in err, err
+    assert not out.exists()
+
+
+def test_an_interrupted_rewrite_never_pairs_the_new_records_with_the_old_index(
+    tmp_path, monkeypatch
+):
+    import pytest
+
+    root = tmp_path / "train"
+    image(root / "cat" / "a.png")
+    rec = tmp_path / "train.rec"
+    assert prepare(root, rec) == 0
+    old_idx = rec.with_suffix(".idx").read_text()
+    image(root / "cat" / "b.png")
+    image(root / "dog" / "c.png")
+    real_replace = Path.replace
+
+    def replace(self, target):  # interrupted after the .rec is in place
+        if Path(target).suffix == ".idx":
+            raise KeyboardInterrupt
+        return real_replace(self, target)
+
+    monkeypatch.setattr(Path, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(root, rec)
+    monkeypatch.undo()
+    # the new .rec stands alone: readers refuse it for want of an index, and no header claims it
+    assert rec.stat().st_size > 0 and not rec.with_suffix(".idx").exists(), old_idx
+    assert not rec.with_suffix(".meta.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train", "train.rec"]
+
+
 def test_a_header_left_from_an_earlier_file_is_not_trusted(tmp_path):
     image(tmp_path / "train" / "a" / "0.png")
     image(tmp_path / "train" / "b" / "0.png")

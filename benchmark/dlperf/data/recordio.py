@@ -97,6 +97,11 @@ def write_records(
         if class_names is not None:
             meta["class_names"] = list(class_names)
         tmp_meta.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        # Three files cannot be replaced as one: the old index and header go first, so that an
+        # interruption leaves a .rec without an .idx (which readers refuse), never a new .rec
+        # with the old one's offsets.
+        path.with_suffix(".idx").unlink(missing_ok=True)
+        meta_path(path).unlink(missing_ok=True)
         tmp_rec.replace(path)
         tmp_idx.replace(path.with_suffix(".idx"))
         tmp_meta.replace(meta_path(path))

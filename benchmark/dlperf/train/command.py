@@ -169,6 +169,17 @@ def validate_train(args) -> None:
                 f"{', '.join(differ)}): the labels would not match; prepare both from folders "
                 "with the same class sub-folders"
             )
+    if args.classes is not None and args.data != "synthetic":
+        from dlperf.data.recordio import class_count
+
+        held = class_count(Path(args.data), lambda _path: None)  # the header's; no scan here
+        if held is not None and args.classes < held:
+            # MXNet's one-hot makes a label past --classes a row of zeros: it would train on
+            # nothing for those images, and report a low top-1 as a finished run
+            raise UsageError(
+                f"--classes {args.classes}: {args.data} holds {held} classes (labels 0 to "
+                f"{held - 1}); give at least {held}, or leave --classes out to use the data's"
+            )
     if args.mode == "tta" and (args.val_data is None or args.data == "synthetic"):
         raise UsageError("--mode tta needs real --data and --val-data .rec files to measure top-1")
 
