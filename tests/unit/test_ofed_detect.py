@@ -60,3 +60,22 @@ def test_a_connectx_on_a_host_without_its_kernels_modules_skips_the_loading(run_
     [skip] = [m for m in messages(run) if m.startswith("SKIP:")]
     assert "no module tree for its kernel" in skip and "adapter" not in skip, skip
     assert "Load the fabric's kernel modules now" not in ran(run)
+
+
+def test_soft_roce_on_a_host_without_its_kernels_modules_configures_but_starts_nothing(
+    run_playbook, tmp_path
+):
+    # The container case again, with the soft-RoCE fabric: the unit is written and the SKIP
+    # message says no device is created, so none is started (its modprobe would fail).
+    tree = host_tree(tmp_path, [], module_tree=False)
+    # as on a host with the packages already installed (the check run would otherwise hold the
+    # start back for packages it did not install)
+    installed = {"ofed_packages_result": {"changed": False}}
+    run = run_playbook(
+        apply_role("ofed"), inventory(), {"ofed_fabric": "softroce", **tree, **installed}
+    )
+    assert run.rc == 0, run.failed_tasks()
+    [skip] = [m for m in messages(run) if m.startswith("SKIP:")]
+    assert "no device is created" in skip, skip
+    assert "Install the soft-RoCE unit for eth1" in ran(run)
+    assert "Create the soft-RoCE device now and at every boot" not in ran(run)
