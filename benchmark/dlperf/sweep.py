@@ -240,11 +240,13 @@ def hold_run(root: Path, run_id: str):
 
 def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
     validate(cfg)
-    # Only a run needs the launcher itself; a plan (--dry-run) is made anywhere.
-    if cfg.launcher in ("local", "hosts") and not shutil.which("horovodrun"):
+    # Only a run needs the launcher itself; a plan (--dry-run) is made anywhere. Looked for
+    # where the launcher runs it from: this Python's bin directory first, then PATH.
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    if cfg.launcher in ("local", "hosts") and not shutil.which("horovodrun", path=search):
         raise SweepError(
-            f"--launcher {cfg.launcher}: no horovodrun on PATH (run from the venv the dl_stack "
-            "role installs, or install Horovod beside dlperf)"
+            f"--launcher {cfg.launcher}: no horovodrun beside {sys.executable} or on PATH "
+            "(install Horovod into this venv, as the dl_stack role does)"
         )
     root = cfg.results / cfg.run_id
     root.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ def test_a_nan_anywhere_makes_the_reduction_wrong():
 def _task_named(node, name: str):
     """The task NAME anywhere in a playbook's plays, blocks and rescues."""
     if isinstance(node, dict):
-        if node.get("name") == name and "ansible.builtin.set_fact" in node:
+        if node.get("name") == name and "block" not in node and "tasks" not in node:
             return node
         node = [v for k, v in node.items() if k in ("tasks", "block", "rescue", "always")]
     if isinstance(node, list):
@@ -43,10 +43,10 @@ def _task_named(node, name: str):
     return None
 
 
-def test_validate_names_a_wrong_allreduce_wrong(run_playbook):
-    """validate.yml's allreduce row, fed the summary `dlperf allreduce` writes for a wrong sum
-    (it exits 1): a failed row that says WRONG, and one that says correct for a right sum."""
-    import base64
+def test_validate_names_a_wrong_allreduce_wrong(run_playbook, tmp_path):
+    """validate.yml's allreduce row after `dlperf allreduce` wrote its summary of a wrong sum and
+    exited 1: the summary is read all the same and the failed row says WRONG; a right sum
+    (exit 0) passes and says correct; a crash before any summary leaves the launcher's words."""
     import json
     from pathlib import Path
 
@@ -55,25 +55,27 @@ def test_validate_names_a_wrong_allreduce_wrong(run_playbook):
     playbook = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "playbooks/validate.yml").read_text()
     )
-    task = _task_named(playbook, "Work out the cross-node rows")
-    assert task is not None
+    names = ("Read the allreduce summary", "Work out the cross-node rows")
+    tasks = [_task_named(playbook, n) for n in names]
+    assert None not in tasks
 
-    def row(correct: bool) -> dict:
-        summary = {"world_size": 2, "hosts": ["c1", "c2"], "bytes": 4e6, "busbw_MBps": 900.0,
-                   "transport": "gloo", "device": "cpu", "correct": correct,
-                   "max_abs_error": None if not correct else 0.0}  # fmt: skip
+    def row(rc: int, summary: dict | None) -> dict:
+        scratch = tmp_path / f"scratch-{rc}-{summary is None}"
+        scratch.mkdir()
+        if summary is not None:
+            (scratch / "allreduce.json").write_text(json.dumps(summary))
         skipped = {"skipped": True, "changed": False}
         facts = {
-            "allreduce": {"rc": 0 if correct else 1},
-            "allreduce_json": {"content": base64.b64encode(json.dumps(summary).encode()).decode()},
+            "scratch": str(scratch),
+            "allreduce": {"rc": rc, "stdout": "", "stderr": "a rank died"},
             "allreduce_check": "Horovod allreduce",
             "computes": ["c1", "c2"], "iface": "ib0", "peer": "c2", "token": "t",
-            "nfs_read": {"content": base64.b64encode(b"t").decode()},
+            "nfs_read": {"content": "dA=="},
             "rdma_server": skipped, "rdma_client": skipped, "validate_rdma_device": "",
             "mpi_hello": {"rc": 0, "stdout_lines": ["c1", "c2"]},
         }  # fmt: skip
         plays = [{"name": "rows", "hosts": "localhost", "gather_facts": False, "vars": facts,
-                  "tasks": [task, {"ansible.builtin.debug": {"var": "cross_rows"}}]}]  # fmt: skip
+                  "tasks": [*tasks, {"ansible.builtin.debug": {"var": "cross_rows"}}]}]  # fmt: skip
         inventory = {"all": {"hosts": {"localhost": {
             "ansible_connection": "local",
             "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}  # fmt: skip
@@ -83,9 +85,16 @@ def test_validate_names_a_wrong_allreduce_wrong(run_playbook):
         [ar] = [r for r in rows if r["check"] == "Horovod allreduce"]
         return ar
 
-    wrong = row(False)
+    def summary(correct: bool) -> dict:
+        return {"world_size": 2, "hosts": ["c1", "c2"], "bytes": 4e6, "busbw_MBps": 900.0,
+                "transport": "gloo", "device": "cpu", "correct": correct,
+                "max_abs_error": 0.0 if correct else None}  # fmt: skip
+
+    wrong = row(1, summary(False))
     assert wrong["status"] == "fail"
     assert wrong["detail"].startswith("2 ranks on c1,c2, 4.0 MB WRONG, busbw 900.0 MB/s")
-    right = row(True)
+    right = row(0, summary(True))
     assert right["status"] == "pass"
     assert right["detail"].startswith("2 ranks on c1,c2, 4.0 MB correct, busbw 900.0 MB/s")
+    crashed = row(1, None)
+    assert crashed["status"] == "fail" and crashed["detail"] == "horovodrun rc 1: a rank died"

@@ -106,11 +106,15 @@ def test_a_sweep_without_horovodrun_is_refused_before_anything_starts(
 ):
     """A controller with the dlperf wheel alone (Horovod is the train extra's): the sweep names
     the missing launcher instead of failing in its first point. Its plan needs none."""
+    python = tmp_path / "venv" / "bin" / "python"  # a venv without Horovod, not on PATH
+    monkeypatch.setattr(sys, "executable", str(python))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     results = tmp_path / "results"
     assert main(["sweep", "--nodes", "1", "--results", str(results)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[0].startswith("dlperf sweep: error: --launcher local: no horovodrun on PATH")
+    assert lines[0].startswith(
+        f"dlperf sweep: error: --launcher local: no horovodrun beside {python} or on PATH"
+    ), lines
     assert not results.exists()
     dry = ["sweep", "--nodes", "1", "--results", str(results), "--dry-run"]
     assert main(dry) == 0

@@ -98,8 +98,8 @@ def write_records(
             meta["class_names"] = list(class_names)
         tmp_meta.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
         # Three files cannot be replaced as one: the old index and header go first, so that an
-        # interruption leaves a .rec without an .idx (which readers refuse), never a new .rec
-        # with the old one's offsets.
+        # interruption leaves a .rec without an .idx (refused for several ranks, read whole by
+        # one), never a new .rec with the old one's offsets.
         path.with_suffix(".idx").unlink(missing_ok=True)
         meta_path(path).unlink(missing_ok=True)
         tmp_rec.replace(path)

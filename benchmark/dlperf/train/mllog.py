@@ -11,6 +11,7 @@ accuracy and the log's run_start..run_stop are the same milliseconds.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class MLLog:
                 own.removeHandler(handler)
                 handler.close()
             own.addHandler(logging.FileHandler(path, mode="w", encoding="utf-8"))
+            own.addHandler(logging.StreamHandler(sys.stdout))  # and in the run's log, as mllog's
             own.setLevel(logging.INFO)
             own.propagate = False
             self.logger = mllog.get_mllogger()
