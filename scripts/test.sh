@@ -203,6 +203,21 @@ scenario_leftovers() {
   molecule list -s "$scenario" --format plain 2>/dev/null | awk '$5 == "true" { print $1 }'
 }
 
+# The check run after idempotence (the converged hosts in check mode, as `site.yml --check` on a
+# running cluster) must report no change: a task that would change something there is either
+# not idempotent or misreads check mode. Prints the offending recap lines.
+converged_check_changes_nothing() {
+  local scenario=$1 log=$2
+  awk -v s="$scenario" '
+    index($0, "[" s " > check] Executing") { n++; on = (n == 2) }
+    index($0, "[" s " > check] Executed") { on = 0 }
+    on && /: ok=[0-9]+ +changed=[1-9]/ { bad = bad $0 "\n" }
+    END {
+      if (n < 2) exit 0
+      if (bad != "") { printf "--- molecule scenario %s: its check run on the converged hosts reports changes:\n%s", s, bad; exit 1 }
+    }' "$log"
+}
+
 # One scenario, from a clean slate: what an earlier run left destroyed, its shared volumes empty,
 # its network made; then `molecule test`, bounded (the podman driver was once seen hanging in
 # destroy). Prints its PASS/FAIL line with its wall time last.
@@ -219,9 +234,14 @@ run_scenario() {
     podman network create --subnet "$subnet" "$net" >/dev/null \
       || { echo "--- molecule scenario $scenario: FAIL (network $net $subnet)"; return 1; }
   fi
-  if timeout --kill-after=30 1200 molecule test -s "$scenario"; then
+  local log
+  log=$(mktemp "${TMPDIR:-/tmp}/dlperf-molecule-$scenario.XXXXXX")
+  if timeout --kill-after=30 1200 molecule test -s "$scenario" 2>&1 | tee "$log" \
+    && converged_check_changes_nothing "$scenario" "$log"; then
+    rm -f "$log"
     echo "--- molecule scenario $scenario: PASS $((SECONDS - t0)) s"
   else
+    rm -f "$log"
     echo "--- molecule scenario $scenario: FAIL $((SECONDS - t0)) s"
     timeout 300 molecule destroy -s "$scenario" >/dev/null 2>&1 || true
     return 1
