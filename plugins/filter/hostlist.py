@@ -60,9 +60,11 @@ def hostlist(hosts, hostvars, slots_var="dlperf_slots", default_slots=1, address
         raise AnsibleFilterError("dlperf_hostlist: the host list is empty")
     entries = []
     for host in hosts:
-        hv = hostvars.get(host)
-        if hv is None:
+        # (ansible-core 2.19's hostvars answers get() of an unknown host with an undefined
+        # value, not None: ask whether it has the host)
+        if host not in hostvars:
             raise AnsibleFilterError(f"dlperf_hostlist: {host!r} is not an inventory host")
+        hv = hostvars[host]
         slots = hv.get(slots_var, default_slots)
         try:
             slots = int(slots)

@@ -28,12 +28,28 @@ LAYOUTS = {
 }
 
 
-def parse_query(text: str) -> list[dict]:
+def _mib(value: str) -> int | None:
+    """A memory size in MiB, or None for what a sick GPU reports instead ([N/A], [GPU requires
+    reset], [Unknown Error])."""
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+def parse_query(text: str, notes: list | None = None) -> list[dict]:
+    """The GPUs of nvidia-smi's CSV query. Lines that are not GPU rows (nvidia-smi's warnings,
+    such as a corrupted infoROM) are left out and added to NOTES; a GPU row of another shape
+    raises ValueError naming it."""
     gpus = []
     for line in text.strip().splitlines():
         if not line.strip():
             continue
         fields = [f.strip() for f in line.split(",")]
+        if not fields[0].isdigit():
+            if notes is not None:
+                notes.append(line.strip())
+            continue
         if len(fields) != len(QUERY_FIELDS):
             raise ValueError(f"unexpected nvidia-smi query line: {line!r}")
         index, name, uuid, memory, bus, persistence, driver = fields
@@ -42,7 +58,7 @@ def parse_query(text: str) -> list[dict]:
                 "index": int(index),
                 "name": name,
                 "uuid": uuid,
-                "memory_total_mib": int(float(memory)),
+                "memory_total_mib": _mib(memory),
                 "pci_bus_id": bus,
                 "persistence_mode": persistence.lower() == "enabled",
                 "driver_version": driver,

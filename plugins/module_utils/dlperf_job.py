@@ -274,12 +274,26 @@ def stop_stray_ranks(
 
 
 def read_result(output: str) -> dict | None:
+    """OUTPUT's result.json, or None when there is none or it is not a result (not an object)."""
     path = os.path.join(output, "result.json")
     try:
         with open(path) as fh:
-            return json.load(fh)
+            data = json.load(fh)
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+def raise_on_termination() -> None:
+    """SIGTERM and SIGHUP raise (as SystemExit) instead of ending this process at once, so that
+    a module stopped by Ansible (a timeout, the controller going away) stops its job on the way
+    out; a launcher in a session of its own gets no signal of the caller's otherwise."""
+
+    def handler(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 def log_tail(path: str, lines: int = 40) -> str:

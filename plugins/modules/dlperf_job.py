@@ -115,7 +115,7 @@ result:
   type: dict
   returned: when the job wrote a result
 rc:
-  description: Exit status of the launcher.
+  description: Exit status of the launcher; -9 when it ran past I(timeout) and was stopped.
   type: int
   returned: when the job ran
 log:
@@ -129,7 +129,7 @@ result_file:
 elapsed_s:
   description: Wall time of the job.
   type: float
-  returned: when the job ran
+  returned: when the job ran (also when it was stopped at its timeout)
 stray_ranks_stopped_on:
   description:
     - Hosts on which ranks of a failed or timed-out job outlived the launcher (ranks started
@@ -150,6 +150,7 @@ from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_job import (
     job_environment,
     launch_command,
     log_tail,
+    raise_on_termination,
     read_result,
     rendezvous_environment,
     run_logged,
@@ -183,6 +184,11 @@ def main() -> None:
     p = module.params
     if "--output" in p["train_args"]:
         module.fail_json(msg="train_args must not contain --output; use the output option")
+    for name in ("timeout", "start_timeout"):
+        if p[name] < 1:
+            module.fail_json(msg=f"{name} {p[name]}: must be >= 1 (seconds)")
+    if p["np"] is not None and p["np"] < 1:
+        module.fail_json(msg=f"np {p['np']}: must be >= 1 (ranks; leave it out for one per slot)")
     output = p["output"]
     log = os.path.join(output, "job.log")
     result_file = os.path.join(output, "result.json")
@@ -213,6 +219,7 @@ def main() -> None:
         defaults["OMPI_MCA_btl_tcp_if_include"] = p["network_interface"]
     env = job_environment(dict(os.environ), p["environment"], defaults=defaults)
     start = time.monotonic()
+    raise_on_termination()
     rc = run_logged(cmd, log, env, output, p["timeout"])
     # Ranks that horovodrun or mpirun started over SSH can outlive a launcher that failed or
     # was stopped (srun's steps end with their job).
@@ -228,6 +235,7 @@ def main() -> None:
             log=log,
             result_file=result_file,
             rc=-9,
+            elapsed_s=time.monotonic() - start,
             **stray,
         )
     elapsed = time.monotonic() - start

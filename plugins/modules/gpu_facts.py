@@ -62,7 +62,7 @@ driver_loaded:
   type: bool
   returned: always
 gpus:
-  description: One entry per GPU (index, name, uuid, memory_total_mib, pci_bus_id, persistence_mode, driver_version, cpu_affinity, numa_affinity).
+  description: One entry per GPU (index, name, uuid, memory_total_mib (null where a sick GPU reports none), pci_bus_id, persistence_mode, driver_version, cpu_affinity, numa_affinity).
   type: list
   elements: dict
   returned: always
@@ -120,6 +120,9 @@ from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_gpu import (
     parse_topology,
 )
 
+# nvidia-smi's exit status when the driver answers but finds no GPU ("No devices were found").
+NO_DEVICES = 6
+
 
 def absent(module: AnsibleModule, message: str, driver_loaded: bool = False) -> None:
     module.exit_json(
@@ -152,29 +155,47 @@ def main() -> None:
     if binary is None:
         absent(module, f"{module.params['nvidia_smi']} not found: no NVIDIA driver installed")
 
-    def smi(*args: str) -> str:
-        # coreutils' timeout ends the call (TERM, then KILL 5 s later): 124 or 137 when it had to.
+    def smi(*args: str) -> tuple[int, str, str]:
+        """(rc, stdout, why it failed or ''). coreutils' timeout ends the call (TERM, then KILL
+        5 s later): 124 or 137 when it had to."""
         rc, out, err = module.run_command(
             ["timeout", "--kill-after=5", str(timeout), binary, *args]
         )
         if rc in (124, 137):
-            absent(
-                module,
+            why = (
                 f"nvidia-smi {' '.join(args)} did not answer within {timeout} s: a GPU fallen "
-                "off the bus or a hung driver (look for Xid errors in the kernel log)",
+                "off the bus or a hung driver (look for Xid errors in the kernel log)"
             )
-        if rc != 0:
-            absent(
-                module,
-                f"nvidia-smi {' '.join(args)} failed (rc={rc}): {(err or out).strip()[:300]}",
-            )
-        return out
+        elif rc != 0:
+            why = f"nvidia-smi {' '.join(args)} failed (rc={rc}): {(err or out).strip()[:300]}"
+        else:
+            why = ""
+        return rc, out, why
 
-    gpus = parse_query(smi(*QUERY_ARGS))
+    rc, out, why = smi(*QUERY_ARGS)
+    if rc == NO_DEVICES:  # the driver answered and found no GPU ("No devices were found")
+        absent(module, why, driver_loaded=True)
+    if why:
+        absent(module, why)
+    notes: list = []
+    try:
+        gpus = parse_query(out, notes)
+    except ValueError as exc:
+        module.fail_json(msg=f"nvidia-smi's GPU query could not be read: {exc}")
+    for note in notes:
+        module.warn(f"nvidia-smi: {note}")
     if not gpus:
         absent(module, "nvidia-smi reports no GPU", driver_loaded=True)
-    cuda = parse_cuda_version(smi("-q"))
-    topology = parse_topology(smi("topo", "-m"))
+    # The GPUs answered the query: a detail call that fails leaves its facts empty, with a
+    # warning, rather than the node without its GPUs.
+    _, details, why = smi("-q")
+    if why:
+        module.warn(f"{why}: no CUDA version")
+    cuda = parse_cuda_version(details) if not why else None
+    _, matrix, why = smi("topo", "-m")
+    if why:
+        module.warn(f"{why}: no topology")
+    topology = parse_topology(matrix if not why else "")
     for gpu in gpus:
         key = f"GPU{gpu['index']}"
         gpu["cpu_affinity"] = topology["cpu_affinity"].get(key)

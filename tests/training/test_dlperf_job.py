@@ -167,3 +167,64 @@ def test_an_srun_job_runs_through_slurm_and_a_timeout_ends_its_job(run_playbook,
     assert rc != 0 and "exceeded timeout=8s" in result["msg"], result.get("msg")
     # srun ended its job on SIGTERM; slurmctld may show it COMPLETING for a moment
     assert slurm.drained(within=30) == []
+
+
+def test_bad_timeouts_and_rank_counts_are_refused_before_a_job_starts(run_playbook, tmp_path):
+    for option, value, says in [
+        ("timeout", 0, "timeout 0: must be >= 1 (seconds)"),
+        ("start_timeout", -5, "start_timeout -5: must be >= 1 (seconds)"),
+        ("np", -2, "np -2: must be >= 1"),
+    ]:
+        rc, result = job(run_playbook, tmp_path / option, check=True, **{option: value})
+        assert rc != 0 and result["msg"].startswith(says), result.get("msg")
+        assert not (tmp_path / option).exists()
+
+
+def test_a_module_stopped_by_sigterm_stops_its_job(run_playbook, tmp_path):
+    """Ansible ends a module with SIGTERM (an async job's time limit, the controller going away):
+    the launcher, in a session of its own, and its rank go with it."""
+    import signal
+    import threading
+    import time
+
+    started = tmp_path / "rank.pid"
+    rank = tmp_path / "dlperf"
+    rank.write_text(
+        f"#!{sys.executable}\nimport os, time\n"
+        f"open({str(started)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    rank.chmod(0o755)
+    outcome = {}
+
+    def run_job() -> None:
+        rc, result = job(
+            run_playbook, tmp_path / "out", check=False, hosts="localhost:1", dlperf=str(rank)
+        )
+        outcome.update(rc=rc, result=result)
+
+    runner = threading.Thread(target=run_job)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert started.exists(), "the stand-in rank never started"
+    rank_pid = int(started.read_text())
+    modules = [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and b"AnsiballZ_dlperf_job" in _cmdline(pid)
+    ]
+    assert modules, "no dlperf_job module process"
+    for pid in modules:
+        os.kill(pid, signal.SIGTERM)
+    runner.join(timeout=120)
+    assert not runner.is_alive()
+    assert outcome["rc"] != 0
+    assert not Path(f"/proc/{rank_pid}").exists(), "the rank outlived its module"
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -199,3 +199,57 @@ def test_the_gpu_build_of_mxnet_refuses_gpus_it_has_no_code_for():
     assert refusal.startswith("mxnet-cu112 1.9.1 has GPU code for sm_50 sm_60 sm_70 sm_80 sm_86")
     assert "compute capability 9.0" in refusal and "--backend pytorch" in refusal
     assert no_gpu_code("mxnet", (9, 0)) is None  # the CPU build: no GPU code to judge
+
+
+def stand_in(tmp_path: Path, script: str) -> str:
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script)
+    smi.chmod(0o755)
+    return str(smi)
+
+
+def test_a_sick_gpus_answers_and_nvidia_smis_warnings_are_read(run_playbook, tmp_path):
+    # A corrupted infoROM adds a warning line to the CSV; a GPU that needs a reset reports no
+    # memory size. The four GPUs are still facts, the warning is passed on.
+    fixture = tmp_path / "sick"
+    shutil.copytree(FIXTURES / "nvidia-smi" / "c4140-m", fixture)
+    rows = (fixture / "query.csv").read_text().splitlines()
+    rows[1] = rows[1].replace(", 32510,", ", [GPU requires reset],")
+    warning = "WARNING: infoROM is corrupted at gpu 0000:3B:00.0"
+    (fixture / "query.csv").write_text("\n".join([warning, *rows]) + "\n")
+    facts = gpu_facts(run_playbook, str(fixture))
+    assert facts["gpu_present"] and len(facts["gpus"]) == 4
+    assert [g["memory_total_mib"] for g in facts["gpus"]] == [32510, None, 32510, 32510]
+    assert facts["warnings"] == [f"nvidia-smi: {warning}"]
+
+
+def test_a_driver_that_finds_no_gpu_is_loaded_without_gpus(run_playbook, tmp_path):
+    smi = stand_in(tmp_path, 'echo "No devices were found"\nexit 6\n')
+    facts = gpu_facts(run_playbook, "unused", binary=smi)
+    assert facts["gpu_present"] is False and facts["driver_loaded"] is True
+    assert "No devices were found" in facts["message"]
+
+
+def test_gpus_whose_topology_call_fails_keep_their_facts(run_playbook, tmp_path):
+    fixture = FIXTURES / "nvidia-smi" / "c4140-m"
+    smi = stand_in(
+        tmp_path,
+        f'[ "$*" = "topo -m" ] && {{ echo "Unable to determine the topology" >&2; exit 15; }}\n'
+        f'NVSMI_FIXTURE={fixture} exec {FAKE_SMI} "$@"\n',
+    )
+    facts = gpu_facts(run_playbook, "unused", binary=smi)
+    assert facts["gpu_present"] and len(facts["gpus"]) == 4
+    assert facts["cuda_version"] == "11.0" and facts["pcie_layout"] == "none"
+    assert facts["warnings"] == [
+        "nvidia-smi topo -m failed (rc=15): Unable to determine the topology: no topology"
+    ]
+
+
+def test_a_query_row_of_another_shape_fails_naming_it(run_playbook, tmp_path):
+    smi = stand_in(tmp_path, 'echo "0, Tesla V100, GPU-1, 32510"\n')
+    task = {"name": "Run gpu_facts", "dlperf.cluster.gpu_facts": {"nvidia_smi": smi}}
+    plays = [{"name": "facts", "hosts": "localhost", "gather_facts": False, "tasks": [task]}]
+    run = run_playbook(plays, INVENTORY, check=True)
+    [(_name, message)] = run.failed_tasks()
+    assert message.startswith("nvidia-smi's GPU query could not be read: unexpected nvidia-smi")
+    assert "'0, Tesla V100, GPU-1, 32510'" in message

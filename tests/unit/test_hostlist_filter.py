@@ -57,3 +57,13 @@ def test_bad_slot_count_names_the_host_and_variable(run_playbook):
     )
     assert rc != 0
     assert "n1: gpus_per_node='four'" in msg
+
+
+def test_a_name_that_is_no_inventory_host_is_named(run_playbook):
+    rc, msg = render(
+        run_playbook,
+        "{{ ['n1', 'c4140-99'] | dlperf.cluster.dlperf_hostlist(hostvars) }}",
+        {"n1": {}},
+    )
+    assert rc != 0
+    assert "dlperf_hostlist: 'c4140-99' is not an inventory host" in msg, msg

@@ -252,3 +252,64 @@ def test_dl_stack_fails_a_gpu_node_where_no_engine_can_use_the_gpus(run_playbook
     # a CPU node is not asked
     cpu = _dl_stack_mxnet_gpu_check(run_playbook, "cpu", ["mxnet"], {"gpus": 0, "no_gpu_code": []})
     assert cpu.rc == 0
+
+
+def test_dl_stack_check_run_before_the_wheels_exist_says_so_instead_of_failing(run_playbook):
+    """After a version change a check run has built and copied nothing: the node's install is
+    not checked further (a message says why); a real run without the wheels still fails."""
+    from pathlib import Path
+
+    import yaml
+
+    tasks = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "roles/dl_stack/tasks/install.yml").read_text()
+    )
+    names = ("Say what a check run cannot install from yet", "End the check of this node's venv",
+             "Check that the wheelhouse has them")  # fmt: skip
+    chosen = [t for t in tasks if t.get("name") in names]
+    assert len(chosen) == 3
+    after = {"name": "Install the venv", "ansible.builtin.debug": {"msg": "installing"}}
+    old_wheels = [{"path": "/w/dlperf-0.0.9-py3-none-any.whl"}, {"path": "/w/horovod-cpu/x"}]
+    plays = [{
+        "name": "dl_stack's wheel check", "hosts": "localhost", "gather_facts": False,
+        "vars": {"dl_stack_wheels": {"files": old_wheels}, "dl_stack_wheelhouse": "/w",
+                 "__dl_stack_dlperf_version": "0.1.0", "__dl_stack_horovod_version": "0.28.1",
+                 "__dl_stack_flavor": "cpu", "dl_stack_build_host": "head01"},
+        "tasks": [*chosen, after],
+    }]  # fmt: skip
+    inventory = {"all": {"hosts": {"localhost": LOCAL}}}
+    check = run_playbook(plays, inventory, {}, check=True)
+    assert check.rc == 0, check.failed_tasks()
+    said = [res.get("msg", "") for task, _, res in check.task_results()
+            if task == "Say what a check run cannot install from yet"]  # fmt: skip
+    assert said and said[0].startswith("CHECK MODE: the wheelhouse /w has no dlperf 0.1.0"), said
+    assert "installing" not in [res.get("msg") for _, _, res in check.task_results()]
+    real = run_playbook(plays, inventory, {}, check=False)
+    [(name, message)] = real.failed_tasks()
+    assert name == "Check that the wheelhouse has them" and "lacks the dlperf 0.1.0" in message
+
+
+def test_dl_stack_keeps_a_package_index_url_off_every_command_line(run_playbook):
+    """An index URL with credentials reaches pip through its environment; the arguments a run
+    shows and the download stamp hold only its hash."""
+    from pathlib import Path
+
+    url = "https://builder:s3cret@pypi.example.org/simple"
+    vars_file = Path(__file__).resolve().parents[2] / "roles/dl_stack/vars/main.yml"
+    plays = [{
+        "name": "dl_stack's pip sources", "hosts": "localhost", "gather_facts": False,
+        "vars": {"dl_stack_pip_index_url": url, "dl_stack_pip_no_index": False,
+                 "dl_stack_pip_find_links": ["/srv/wheels"]},
+        "tasks": [
+            {"name": "Load the role's vars", "ansible.builtin.include_vars": str(vars_file)},
+            {"name": "Show them", "ansible.builtin.debug": {
+                "msg": "{{ {'sources': __dl_stack_pip_sources, 'env': __dl_stack_pip_env,"
+                       " 'key': __dl_stack_pip_key} }}"}},
+        ],
+    }]  # fmt: skip
+    run = run_playbook(plays, {"all": {"hosts": {"localhost": LOCAL}}}, {}, check=False)
+    assert run.rc == 0, run.failed_tasks()
+    [shown] = [res["msg"] for task, _, res in run.task_results() if task == "Show them"]
+    assert shown["sources"] == ["--find-links=/srv/wheels"]
+    assert shown["env"] == {"PIP_INDEX_URL": url}
+    assert "s3cret" not in str(shown["key"]) and shown["key"][-1].startswith("index-sha256:")

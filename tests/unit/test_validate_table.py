@@ -66,6 +66,16 @@ def test_compute_nodes_that_cannot_be_reached_fail_the_table(tmp_path):
 
 
 def test_nodes_a_limit_leaves_out_are_not_counted(tmp_path):
-    rc, table = validate(tmp_path, "--limit", "head01,localhost")
+    # The limit names the cluster's nodes only (not the implicit localhost): the table is
+    # written and judged all the same.
+    rc, table = validate(tmp_path, "--limit", "head01")
     assert rc == 0 and table["failed"] == 0
     assert {r["node"] for r in table["rows"]} == {"head01"}
+
+
+def test_a_limit_with_an_unreachable_node_fails_the_run_with_its_table(tmp_path):
+    rc, table = validate(tmp_path, "--limit", "head01,c4140-01")
+    assert rc != 0
+    rows = {(r["check"], r["node"]): r for r in table["rows"]}
+    assert rows[("node checks", "c4140-01")]["status"] == "fail"
+    assert not any(node == "c4140-02" for _, node in rows)
