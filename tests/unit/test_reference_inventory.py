@@ -191,3 +191,16 @@ def test_the_reference_cluster_expects_four_gpus_per_compute_node():
     # the benchmark runs as Slurm jobs, with the V100s confined to their jobs
     assert hostvars["dlperf_benchmark_launcher"] == "slurm"
     assert hostvars["slurm_cgroup"] == "required"
+
+
+def test_a_limit_that_leaves_out_the_launch_node_stops_benchmark_yml_naming_it():
+    # Both of benchmark.yml's plays run on c4140-01: limited to other nodes it would end at once
+    # with nothing run and exit 0. It stops before reaching any node instead.
+    proc = ansible(
+        "ansible-playbook", "-i", "inventory/reference", "playbooks/benchmark.yml",
+        "--limit", "c4140-02,c4140-03", "-e", "dlperf_run_id=r1",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    out = re.sub(r"\s+", " ", proc.stdout)
+    assert "sweeps from the first compute node, c4140-01, which --limit (c4140-02,c4140-03)" in out
+    assert "Sweep from the launch node" not in out
