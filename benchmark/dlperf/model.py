@@ -24,6 +24,7 @@ than one node needs).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -107,9 +108,10 @@ def predict(inputs: ModelInputs, nodes: list[int]) -> list[dict]:
             "epochs": inputs.epochs.get(n),
             "tta_s": None,
         }
-        if n in inputs.epochs and 1 in inputs.epochs:
-            row["loss_convergence"] = 1.0 - inputs.epochs[1] / inputs.epochs[n]
+        if n in inputs.epochs:
             row["tta_s"] = inputs.epochs[n] * inputs.train_images / throughput
+            if 1 in inputs.epochs:  # convergence is a loss against one node's epochs
+                row["loss_convergence"] = 1.0 - inputs.epochs[1] / inputs.epochs[n]
         rows.append(row)
     base = next((r for r in rows if r["nodes"] == 1), None)
     for row in rows:
@@ -140,17 +142,36 @@ def _int_map(text: str, flag: str) -> dict[int, float]:
     return out
 
 
-def _read_allreduce(paths: list[Path]) -> dict[int, tuple[float, float]]:
+def _read_allreduce(paths: list[Path], gpus_per_node: int) -> dict[int, tuple[float, float]]:
+    """{nodes: (bytes, median seconds)} from `dlperf allreduce --output` summaries. A wrong
+    reduction, an empty or instant one, or a ring of another number of ranks per node than the
+    modelled one (its bandwidth is another ring's: each link carries 2(N-1)/N of the tensor)
+    is refused, naming the file."""
     measured = {}
     for path in paths:
         try:
             summary = json.loads(path.read_text())
             nodes = len(summary["hosts"])
-            measured[nodes] = (float(summary["bytes"]), float(summary["median_s"]))
+            nbytes, seconds = float(summary["bytes"]), float(summary["median_s"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(
                 f"--allreduce {path}: not a dlperf allreduce summary ({exc})"
             ) from None
+        if summary.get("correct") is False:
+            raise UsageError(f"--allreduce {path}: that allreduce was WRONG; measure it again")
+        if not (nbytes > 0 and seconds > 0 and math.isfinite(nbytes / seconds)):
+            raise UsageError(
+                f"--allreduce {path}: bytes {summary['bytes']} in median_s "
+                f"{summary['median_s']} is no bandwidth (both must be > 0)"
+            )
+        ranks = summary.get("world_size")
+        if ranks is not None and ranks != nodes * gpus_per_node:
+            raise UsageError(
+                f"--allreduce {path}: measured {ranks} rank(s) on {nodes} node(s), the model's "
+                f"ring has {nodes * gpus_per_node} (--gpus-per-node {gpus_per_node}); measure "
+                f"with {gpus_per_node} rank(s) per node"
+            )
+        measured[nodes] = (nbytes, seconds)
     return measured
 
 
@@ -200,7 +221,7 @@ def inputs_from_args(args) -> ModelInputs:
         bandwidth_gbit=bandwidth,
         latency_us=latency,
         overlap=args.overlap,
-        allreduce=_read_allreduce(args.allreduce),
+        allreduce=_read_allreduce(args.allreduce, args.gpus_per_node),
         input_ceiling=args.input_ceiling,
         epochs=epochs,
         train_images=args.train_images,
@@ -257,7 +278,10 @@ def add_parser(sub) -> None:
     p.add_argument("--width-multiplier", type=float, default=1.0, help="as dlperf train's")
     p.add_argument("--classes", type=int, default=1000, help="classes of the dense layer")
     p.add_argument("--precision", choices=sorted(BYTES_PER_ELEMENT), default="float16",
-                   help="element type of the gradients the allreduce moves")  # fmt: skip
+                   help="element type of the gradients the allreduce moves: float16 for "
+                        "MXNet in float16 (Horovod's fp16 compression, the seed's recipe), "
+                        "float32 for every other engine and precision (PyTorch DDP reduces "
+                        "float32 gradients under autocast, MXNet's bfloat16 too)")  # fmt: skip
     p.add_argument("--nodes", default="1,2,4,8", help="node counts")
     p.add_argument("--fabric", choices=sorted(FABRICS), default="edr",
                    help="nominal bandwidth and latency per node")  # fmt: skip

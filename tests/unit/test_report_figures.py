@@ -128,3 +128,41 @@ def test_a_point_without_a_rate_has_no_bar_and_says_why():
 def test_a_counter_that_could_not_be_read_is_no_sample_not_a_zero():
     unread = ({}, [{"t": 100.0 + i, "fabric": {"rxe0/1": {"xmit_bytes": None}}} for i in range(5)])
     assert cluster_rate(Point(1, {}, {"a": unread}), "fabric", "xmit_bytes") is None
+
+
+def test_one_port_unread_in_one_sample_adds_nothing_instead_of_its_whole_count():
+    # Two HCA ports, each sending 100 MB/s; port mlx5_1 could not be read at t=101. The host's
+    # rate stays 200 MB/s-worth of bytes (the missed interval's bytes counted when the port is
+    # read again), never its whole cumulative count as one spike.
+    def row(t, a, b):
+        return {"t": t, "fabric": {"mlx5_0/1": {"xmit_bytes": a}, "mlx5_1/1": {"xmit_bytes": b}}}
+
+    rows = [row(100, 1e12, 2e12), row(101, 1e12 + 1e8, None), row(102, 1e12 + 2e8, 2e12 + 2e8)]
+    xs, ys = cluster_rate(Point(1, {}, {"a": ({}, rows)}), "fabric", "xmit_bytes")
+    assert xs == [1.0, 2.0]
+    assert ys == pytest.approx([100.0, 300.0])
+    assert sum(ys) == pytest.approx(400.0)  # 2 s x 2 ports x 100 MB/s, no byte lost
+
+
+def test_a_mount_that_appears_mid_run_starts_from_its_first_reading():
+    def row(t, mounts):
+        return {"t": t, "nfs": {m: {"read_bytes": v} for m, v in mounts.items()}}
+
+    rows = [
+        row(100, {"/home": 5e9}),
+        row(101, {"/home": 5e9 + 1e7}),
+        row(102, {"/home": 5e9 + 2e7, "/mnt/isilon": 9e11}),  # mounted now, counted since boot
+        row(103, {"/home": 5e9 + 3e7, "/mnt/isilon": 9e11 + 5e7}),
+    ]
+    _, ys = cluster_rate(Point(1, {}, {"a": ({}, rows)}), "nfs", "read_bytes")
+    assert ys == pytest.approx([10.0, 10.0, 60.0])
+
+
+def test_a_completed_point_with_no_rate_says_no_rate_not_ok():
+    points = [
+        Point(1, {"status": "ok", "throughput_img_per_s": 50.0}),
+        Point(2, {"status": "ok", "throughput_img_per_s": 0.0}),
+    ]
+    ax = fig_throughput(points).axes[0]
+    assert [bar.get_height() for bar in ax.patches] == [50.0, 0]
+    assert [t.get_text() for t in ax.texts] == ["no rate"]

@@ -89,6 +89,14 @@ def test_time_to_accuracy_takes_the_epochs_per_node_count():
     assert rows[1]["largest_loss"] == "convergence"
 
 
+def test_time_to_accuracy_without_one_nodes_epochs_is_still_predicted():
+    rows = predict(seed_node(epochs={2: 62, 8: 81}), [1, 2, 8])
+    assert rows[0]["tta_s"] is None
+    assert rows[1]["tta_s"] == pytest.approx(62 * 1_281_167 / rows[1]["throughput"])
+    assert rows[2]["tta_s"] == pytest.approx(81 * 1_281_167 / rows[2]["throughput"])
+    assert rows[1]["loss_convergence"] is None  # no one-node epochs to lose against
+
+
 def dlperf(*args, check=True):
     proc = subprocess.run([str(BIN / "dlperf"), "model", *args], capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
@@ -99,7 +107,8 @@ def dlperf(*args, check=True):
 
 def test_the_command_prints_its_inputs_and_writes_json(tmp_path):
     summary = tmp_path / "allreduce.json"
-    summary.write_text(json.dumps({"hosts": ["a", "b"], "bytes": 4e6, "median_s": 0.002}))
+    summary.write_text(json.dumps({"hosts": ["a", "b"], "world_size": 8, "correct": True,
+                                   "bytes": 4e6, "median_s": 0.002}))  # fmt: skip
     out = tmp_path / "model.json"
     proc = dlperf("--node-throughput", "5357", "--seed-epochs", "--nodes", "2,8", "--allreduce",
                   str(summary), "--json", str(out), "--label", "what-if")  # fmt: skip
@@ -135,5 +144,24 @@ def test_a_narrow_model_moves_its_own_gradients():
     ],
 )
 def test_bad_input_is_refused_naming_the_flag(args, needle):
+    proc = dlperf(*args, check=False)
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("summary", "needle"),
+    [
+        ({"correct": False, "world_size": 8}, "was WRONG"),
+        ({"median_s": 0, "world_size": 8}, "is no bandwidth"),
+        ({"bytes": 0}, "is no bandwidth"),
+        # validate.yml's check runs one rank per node: not the ring of 4 GPUs per node
+        ({"world_size": 2}, "measured 2 rank(s) on 2 node(s), the model's ring has 8"),
+    ],
+)
+def test_an_allreduce_summary_that_cannot_stand_for_the_ring_is_refused(tmp_path, summary, needle):
+    path = tmp_path / "allreduce.json"
+    base = {"hosts": ["a", "b"], "correct": True, "bytes": 4e6, "median_s": 0.002}
+    path.write_text(json.dumps({**base, **summary}))
+    args = ("--node-throughput", "10", "--gpus-per-node", "4", "--allreduce", str(path))
     proc = dlperf(*args, check=False)
     assert proc.returncode == 2 and needle in proc.stderr, proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -70,14 +71,37 @@ def load_points(results: Path) -> list[Point]:
         points.append(Point(int(match.group(1)), result, telemetry))
     if not points:
         raise ReportError(f"RESULTS {results}: no <N>nodes/ result directories ({ONE_SWEEP})")
+    points += planned_not_run(results, {p.nodes for p in points})
     return sorted(points, key=lambda p: p.nodes)
+
+
+def planned_not_run(results: Path, present: set[int]) -> list[Point]:
+    """The node counts the sweep's sweep.json plans that have no directory yet (a sweep
+    stopped before them): missing points, so that a stopped sweep never reads as complete."""
+    try:
+        planned = json.loads((results / "sweep.json").read_text()).get("nodes", [])
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ReportError(f"RESULTS {results}: sweep.json is not readable ({exc})") from exc
+    return [
+        Point(n, {"status": "missing", "error": "planned in sweep.json, not run"})
+        for n in planned
+        if isinstance(n, int) and n not in present
+    ]
 
 
 def counter_series(
     rows: list[dict], section: str, key: str, select=None
 ) -> tuple[list[float], list[float]]:
-    """(sample times, a cumulative counter summed over the section's entries) of one host."""
-    times, totals = [], []
+    """(sample times, bytes counted since the first sample) of one host, over the section's
+    entries (ports, mounts).
+
+    Summed as each entry's own differences: an entry the source could not read in one sample
+    (None), or one that appears or goes away (a mount), adds nothing for the intervals it is
+    missing from instead of its whole cumulative count; a counter that went backwards (a reset)
+    adds nothing for that interval."""
+    times, totals, last = [], [], {}
     for row in rows:
         entries = row.get(section)
         if not entries:  # source missing, or nothing of that kind on the node (no NFS mount)
@@ -86,12 +110,14 @@ def counter_series(
             continue
         # A counter the source could not read is None: a sample without any is no sample,
         # not a zero (which would draw a flat line of no traffic).
-        values = [v.get(key) for k, v in entries.items() if select is None or select(k)]
-        values = [x for x in values if x is not None]
+        values = {name: v.get(key) for name, v in entries.items() if select is None or select(name)}
+        values = {name: x for name, x in values.items() if x is not None}
         if not values:
             continue
+        added = sum(max(0.0, x - last[name]) for name, x in values.items() if name in last)
         times.append(row["t"])
-        totals.append(sum(values))
+        totals.append((totals[-1] if totals else 0.0) + added)
+        last.update(values)
     return times, totals
 
 
@@ -115,7 +141,7 @@ def cluster_rate(
     start, end = min(c[0][0] for c in counters), max(c[0][-1] for c in counters)
     grid = start + step * np.arange(int(np.ceil((end - start) / step - 1e-9)) + 1)
     total = sum(np.interp(grid, times, values) for times, values in counters)
-    rates = np.maximum(0.0, np.diff(total) / step / 1e6)  # a counter reset reads as no traffic
+    rates = np.maximum(0.0, np.diff(total) / step / 1e6)  # never below 0 by rounding
     return (grid[1:] - start).tolist(), rates.tolist()
 
 
@@ -142,18 +168,31 @@ def gpu_model(result: dict) -> str | None:
     return f"{len(names)}x {names[0]}" if names else None
 
 
+def measure(result: dict, key: str) -> float | None:
+    """A rate or a time the figures and speedups can use: a finite number above 0, else None
+    (a zero, NaN or infinite value in a result is no measurement, not a base for speedups)."""
+    value = result.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
 def summary_rows(points: list[Point]) -> list[dict]:
     """One row per point. Speedups are over the smallest point that has the measure: the
     smallest that reached the target for time to accuracy, the smallest that completed for
     throughput (a failed or unconverged 1-node point makes the next one the base)."""
-    tta_base = next((p for p in points if p.ok and p.result.get("time_to_accuracy_s")), None)
-    tput_base = next((p for p in points if p.ok and p.result.get("throughput_img_per_s")), None)
+    tta_base = next((p for p in points if p.ok and measure(p.result, "time_to_accuracy_s")), None)
+    tput_base = next(
+        (p for p in points if p.ok and measure(p.result, "throughput_img_per_s")), None
+    )
     rows = []
     for p in points:
         r = p.result
-        tta, tput = r.get("time_to_accuracy_s"), r.get("throughput_img_per_s")
-        speedup = tta_base.result["time_to_accuracy_s"] / tta if (p.ok and tta) else None
-        tput_speedup = tput / tput_base.result["throughput_img_per_s"] if (p.ok and tput) else None
+        tta, tput = measure(r, "time_to_accuracy_s"), measure(r, "throughput_img_per_s")
+        speedup = measure(tta_base.result, "time_to_accuracy_s") / tta if (p.ok and tta) else None
+        tput_speedup = (
+            tput / measure(tput_base.result, "throughput_img_per_s") if (p.ok and tput) else None
+        )
         rows.append(
             {
                 "nodes": p.nodes,

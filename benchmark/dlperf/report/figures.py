@@ -9,7 +9,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from dlperf.report.data import Point, cluster_rate, missing_sources, reference, summary_rows
+from dlperf.report.data import (
+    Point,
+    cluster_rate,
+    measure,
+    missing_sources,
+    reference,
+    summary_rows,
+)
 
 
 def _no_data(ax, text: str) -> None:
@@ -110,12 +117,13 @@ def fig_throughput(
         """The sweep's bars; a point without a rate gets no bar but its status on the axis."""
         by = {p.nodes: p for p in ps}
         xs = [x + shift for x in range(len(nodes))]
-        rates = [by[n].result.get("throughput_img_per_s") if n in by and by[n].ok else None
+        rates = [measure(by[n].result, "throughput_img_per_s") if n in by and by[n].ok else None
                  for n in nodes]  # fmt: skip
         ax.bar(xs, [r or 0 for r in rates], width, label=label)
         for x, n, rate in zip(xs, nodes, rates, strict=True):
             if not rate:
-                why = (by[n].result.get("status") or "no rate") if n in by else "not run"
+                status = by[n].result.get("status") if n in by else "not run"
+                why = "no rate" if status in ("ok", None) else status
                 ax.annotate(why, (x, 0), ha="center", va="bottom", rotation=90, fontsize=8)
 
     xs = range(len(nodes))

@@ -32,6 +32,7 @@ def _fmt(value, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
+TTA_DIFFERS = ("workers", "backend", "precision", "gpu")
 TTA_KEYS = ("epochs", "time_to_accuracy_s", "speedup", "speedup_base_nodes", "scaling_efficiency")
 
 
@@ -43,13 +44,15 @@ THROUGHPUT_KEYS = (
 
 def merge_tta(rows: list[dict], tta_rows: list[dict]) -> list[dict]:
     """The time-to-accuracy columns from a TTA sweep, the rest from the main one, by node count;
-    a TTA point run with another number of workers says so (tta_workers)."""
+    a TTA point run with another number of workers, backend, precision or GPU says so
+    (tta_workers, tta_backend, tta_precision, tta_gpu)."""
     by_nodes = {r["nodes"]: dict(r, **dict.fromkeys(TTA_KEYS)) for r in rows}
     for t in tta_rows:
         row = by_nodes.setdefault(t["nodes"], dict(t, **dict.fromkeys(THROUGHPUT_KEYS)))
         row.update({k: t[k] for k in TTA_KEYS})
-        if t["workers"] != row["workers"]:
-            row["tta_workers"] = t["workers"]
+        for key in TTA_DIFFERS:
+            if t.get(key) is not None and t.get(key) != row.get(key):
+                row[f"tta_{key}"] = t[key]
         if t["status"] != "ok":
             row["status"] = f"tta {t['status']}"
     return [by_nodes[n] for n in sorted(by_nodes)]
@@ -84,17 +87,26 @@ def captions(points: list, tta_points: list, base: list | None, prediction: dict
         fig4 += ", beside the baseline sweep's"
     if prediction:
         fig4 += "; the markers are dlperf model's prediction, not a measurement"
+    if not any(p.result.get("mode") == "tta" for p in tta_points):
+        fig3 = (
+            "No time-to-accuracy measurement in this report: the sweep measured throughput "
+            "(the figure says why, and how to add one)."
+        )
+    else:
+        fig3 = (
+            f"Measured: time to the target top-1 per node count on "
+            f"{tta_where} (left), and the speedup over {tta_base} node(s) beside linear and the "
+            "seed's published 1.8x/3.3x/4.9x over one node (right; published, not measured here"
+            + (f"; drawn from {tta_base} nodes on" if tta_base != 1 else "")
+            + ")"
+            + (
+                "; the crosses are dlperf model's prediction, not a measurement."
+                if any(row.get("tta_s") for row in prediction.values())
+                else "."
+            )
+        )
     return {
-        "fig3_time_to_accuracy": f"Measured: time to the target top-1 per node count on "
-        f"{tta_where} (left), and the speedup over {tta_base} node(s) beside linear and the "
-        "seed's published 1.8x/3.3x/4.9x over one node (right; published, not measured here"
-        + (f"; drawn from {tta_base} nodes on" if tta_base != 1 else "")
-        + ")"
-        + (
-            "; the crosses are dlperf model's prediction, not a measurement."
-            if any(row.get("tta_s") for row in prediction.values())
-            else "."
-        ),
+        "fig3_time_to_accuracy": fig3,
         "fig4_throughput": fig4 + ".",
         "fig5_nas_read": f"Measured: NFS read MB/s over time per node count on {where}, summed "
         "over the nodes of each point.",
@@ -158,6 +170,18 @@ def workers(row: dict) -> str:
     return text
 
 
+def labelled(key: str):
+    """A backend/precision/GPU cell; a time-to-accuracy sweep run otherwise adds its own."""
+
+    def cell(row: dict) -> str:
+        text = str(row.get(key) or "—")
+        if f"tta_{key}" in row:
+            text += f" (time to accuracy: {row[f'tta_{key}']})"
+        return html.escape(text)
+
+    return cell
+
+
 def summary_table(rows: list[dict]) -> str:
     """The summary as an HTML table: one row per node count, speedups and efficiencies of time
     to accuracy and of throughput each over their own base point, which the header names."""
@@ -176,9 +200,9 @@ def summary_table(rows: list[dict]) -> str:
         ("img/s", lambda r: _fmt(r["throughput_img_per_s"], ".1f")),
         (f"img/s speedup{tput_over}", lambda r: _fmt(r.get("throughput_speedup"), ".2f")),
         ("img/s efficiency", lambda r: _fmt(r.get("throughput_efficiency"), ".0%")),
-        ("backend", lambda r: html.escape(str(r.get("backend") or "—"))),
-        ("precision", lambda r: html.escape(str(r.get("precision") or "—"))),
-        ("GPU", lambda r: html.escape(str(r.get("gpu") or "—"))),
+        ("backend", labelled("backend")),
+        ("precision", labelled("precision")),
+        ("GPU", labelled("gpu")),
         ("predicted img/s", lambda r: _fmt(r.get("predicted_img_per_s"), ".1f")),
         ("error", lambda r: _fmt(r.get("prediction_error"), "+.0%")),
         ("predicted time to accuracy (s)", lambda r: _fmt(r.get("predicted_tta_s"), ".1f")),
