@@ -26,6 +26,8 @@ from dlperf_module_utils.dlperf_job import log_tail, train_flag
 from dlperf import launchers
 from dlperf.launchers import Launch
 from dlperf.results import Result, launch_environment, write_atomic, write_result
+from dlperf.train.command import check_train_argv
+from dlperf.usage import UsageError
 
 
 class SweepError(Exception):
@@ -116,6 +118,10 @@ def validate(cfg: SweepConfig) -> None:
                 )
     if "--output" in cfg.train_args:
         raise SweepError("--output is set by the sweep for each point; do not pass it")
+    try:
+        check_train_argv(cfg.train_args)
+    except UsageError as exc:
+        raise SweepError(str(exc)) from None
     if cfg.telemetry_interval <= 0:
         raise SweepError(f"--telemetry-interval {cfg.telemetry_interval}: must be > 0")
     if cfg.timeout <= 0:

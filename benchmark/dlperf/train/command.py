@@ -105,7 +105,36 @@ def add_train_parser(sub) -> None:
     )
 
 
-def validate_train(args) -> None:
+class _Refused(Exception):
+    pass
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print usage and exit
+        raise _Refused(message)
+
+
+def check_train_argv(argv: list[str]) -> None:
+    """`dlperf train`'s parsing and flag checks on ARGV, as a launcher will pass it on (its
+    --output added), without the data files or a framework: what `dlperf sweep` checks before
+    its first point, so that a mistyped flag is named instead of failing every point."""
+    parser = _RaisingParser(prog="dlperf", add_help=False)
+    add_train_parser(parser.add_subparsers(dest="command"))
+    try:
+        args = parser.parse_args(["train", *argv, "--output", "point"])
+    except _Refused as exc:
+        unknown = str(exc).removeprefix("unrecognized arguments: ")
+        if unknown != str(exc):
+            raise UsageError(
+                f"{unknown}: neither a dlperf sweep flag nor a dlperf train one (the sweep "
+                "passes on to dlperf train every flag it does not know)"
+            ) from None
+        raise UsageError(f"{exc} (passed on to dlperf train)") from None
+    check_train_flags(args)
+
+
+def check_train_flags(args) -> None:
+    """The checks of `dlperf train`'s flags that need neither the data files nor a framework."""
     if args.model not in MODELS:
         raise UsageError(f"--model {args.model!r}: unknown model; choose from {', '.join(MODELS)}")
     checks = [
@@ -150,6 +179,12 @@ def validate_train(args) -> None:
         for bad, message in unsupported:
             if bad:
                 raise UsageError(message)
+    if args.mode == "tta" and (args.val_data is None or args.data == "synthetic"):
+        raise UsageError("--mode tta needs real --data and --val-data .rec files to measure top-1")
+
+
+def validate_train(args) -> None:
+    check_train_flags(args)
     if args.data != "synthetic" and not Path(args.data).is_file():
         raise UsageError(f"--data {args.data}: no such file (give 'synthetic' or a .rec file)")
     if args.val_data is not None and not Path(args.val_data).is_file():
@@ -180,8 +215,6 @@ def validate_train(args) -> None:
                 f"--classes {args.classes}: {args.data} holds {held} classes (labels 0 to "
                 f"{held - 1}); give at least {held}, or leave --classes out to use the data's"
             )
-    if args.mode == "tta" and (args.val_data is None or args.data == "synthetic"):
-        raise UsageError("--mode tta needs real --data and --val-data .rec files to measure top-1")
 
 
 def _launched_count(*names: str) -> int:
