@@ -5,8 +5,10 @@ changed, failed or was unreachable, how long it took and where the full output i
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +20,14 @@ HOST_OUTCOMES = {
     "runner_on_skipped": "skipped",
     "runner_on_unreachable": "unreachable",
 }
+
+
+class PlaybookStopped(KeyboardInterrupt):
+    """A playbook stopped by Ctrl-C or SIGTERM before its end."""
+
+    def __init__(self, playbook: str, signum: int, name: str):
+        super().__init__(f"{playbook} stopped by {name}")
+        self.playbook, self.signum = playbook, signum
 
 
 @dataclass
@@ -100,19 +110,36 @@ def run_playbook(
             on_host_done(event.get("event_data", {}).get("host", ""), HOST_OUTCOMES[kind])
         return True
 
+    # Ctrl-C or SIGTERM stops the playbook (ansible-runner kills its process group) and is
+    # raised here as KeyboardInterrupt: a stopped playbook is not a finished one that changed
+    # nothing. ansible-runner's own handlers would stay installed after it returns and turn the
+    # next Ctrl-C into nothing; these are put back.
+    stopped: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, lambda number, _frame: stopped.append(number))
     start = time.monotonic()
-    runner = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=str(project_dir),
-        playbook=str(project_dir / playbook),
-        inventory=str(project_dir / inventory),
-        extravars=extravars or {},
-        envvars=env,
-        cmdline="--check" if check else None,
-        quiet=True,
-        event_handler=handler,
-    )
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(project_dir),
+            playbook=str(project_dir / playbook),
+            inventory=str(project_dir / inventory),
+            extravars=extravars or {},
+            envvars=env,
+            cmdline="--check" if check else None,
+            quiet=True,
+            event_handler=handler,
+            cancel_callback=lambda: bool(stopped),
+        )
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
     duration = time.monotonic() - start
+    if stopped or runner.status == "canceled":
+        name = signal.Signals(stopped[0]).name if stopped else "a cancel"
+        raise PlaybookStopped(playbook, stopped[0] if stopped else signal.SIGINT, name)
     stdout = Path(runner.config.artifact_dir) / "stdout"
     return PlaybookResult(
         playbook=playbook,

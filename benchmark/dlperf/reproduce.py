@@ -13,6 +13,8 @@ proof the cluster still works); benchmark.yml keeps the sweep's complete points.
 from __future__ import annotations
 
 import json
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -120,7 +122,8 @@ def _phases(cfg: ReproduceConfig) -> list[tuple[str, str, dict]]:
 
 
 def parse_extra_vars(items: list[str]) -> dict:
-    """-e KEY=VALUE or -e @FILE (YAML or JSON mapping), merged left to right as Ansible does."""
+    """-e 'KEY=VALUE KEY2="A B"', -e @FILE (YAML or JSON mapping) or -e '{"KEY": ...}' (JSON),
+    merged left to right as ansible-playbook does (KEY=VALUE values stay strings, as there)."""
     merged: dict = {}
     for item in items:
         if item.startswith("@"):
@@ -132,11 +135,24 @@ def parse_extra_vars(items: list[str]) -> dict:
             if not isinstance(data, dict):
                 raise ReproduceError(f"--extra-vars {item}: not a mapping of variables")
             merged.update(data)
-        elif "=" in item and item.split("=", 1)[0].isidentifier():
-            key, value = item.split("=", 1)
-            merged[key] = value
-        else:
+            continue
+        if item.lstrip().startswith("{"):
+            try:
+                data = json.loads(item)
+            except ValueError as exc:
+                raise ReproduceError(f"--extra-vars {item!r}: not JSON ({exc})") from None
+            if not isinstance(data, dict):
+                raise ReproduceError(f"--extra-vars {item!r}: not a mapping of variables")
+            merged.update(data)
+            continue
+        try:
+            words = shlex.split(item)
+        except ValueError as exc:  # an unclosed quote
+            raise ReproduceError(f"--extra-vars {item!r}: {exc}") from None
+        pairs = [w.split("=", 1) for w in words]
+        if not pairs or any(len(p) != 2 or not p[0].isidentifier() for p in pairs):
             raise ReproduceError(f"--extra-vars {item!r}: give KEY=VALUE or @FILE")
+        merged.update(dict(pairs))
     return merged
 
 
@@ -323,18 +339,29 @@ def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
         print(f"record: {cfg.run_dir / 'reproduce.json'}; resume with --run-id {cfg.run_id}",
               file=sys.stderr)  # fmt: skip
         return 1
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM inside a playbook (PlaybookStopped)
+        print(f"dlperf reproduce: {exc or 'stopped by SIGINT'}; the phases that finished are "
+              f"kept, the stopped one runs again: resume with --run-id {cfg.run_id}",
+              file=sys.stderr)  # fmt: skip
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     print("\n".join(phase_table(record)))
     table = results_table(cfg.run_dir)
     if table:
         print()
         print("\n".join(table))
     print(f"report: {record['report']}")
-    failed = record["phases"].get("benchmark", {}).get("failed_points")
+    benchmark = record["phases"].get("benchmark", {})
+    points = benchmark.get("points", {})
+    listed = benchmark.get("failed_points") or []
+    ran_out = [p for p in listed if points.get(p) == "target not reached"]
+    failed = [p for p in listed if p not in ran_out]
+    if ran_out:
+        print(f"points that used their epochs below the target (kept: a run again does not "
+              f"repeat them): {', '.join(ran_out)}")  # fmt: skip
     if failed:
         print(f"failed points (the report shows their log tails): {', '.join(failed)}; "
               f"run again with --run-id {cfg.run_id} to repeat just those")  # fmt: skip
-        return 1
-    return 0
+    return 1 if listed else 0
 
 
 def add_parser(sub) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -95,6 +98,26 @@ def test_extra_vars_reach_every_phase_but_never_replace_the_phases_own(tmp_path)
     not_a_mapping.write_text("- a\n- b\n")
     with pytest.raises(ReproduceError, match="not a mapping"):
         parse_extra_vars([f"@{not_a_mapping}"])
+
+
+def test_extra_vars_are_split_and_unquoted_as_ansible_playbook_does():
+    # one -e with several pairs and a quoted value, and a JSON one: as ansible-playbook -e
+    given = parse_extra_vars(
+        ['dlperf_serial_base=2 cuda_reboot=true note="two words"', '{"cuda_reboot_throttle": 3}']
+    )
+    assert given == {
+        "dlperf_serial_base": "2",
+        "cuda_reboot": "true",
+        "note": "two words",
+        "cuda_reboot_throttle": 3,
+    }
+    for bad, needle in (
+        ("a=1 b", "give KEY=VALUE"),
+        ('a="open', "No closing quotation"),
+        ("{not json", "not JSON"),
+    ):
+        with pytest.raises(ReproduceError, match=needle):
+            parse_extra_vars([bad])
 
 
 def test_the_virtual_inventory_is_recognised_by_path():
@@ -351,19 +374,29 @@ def test_a_deployment_is_kept_while_its_machines_stand_and_redone_when_they_may_
     assert not site_ran(run("unchanged"))  # the failed phase changed nothing: still deployed
     assert site_ran(run("changed"))  # new VMs: deployed again
 
-    # Stopped inside the cluster phase (Ctrl-C while the VMs were being made): what it did is
-    # unknown, so the next run deploys again although its own cluster phase changes nothing.
-    real_run = reproduce.run_playbook
+    # Stopped inside the cluster phase (a real Ctrl-C while the VMs are being made): what it
+    # did is unknown, so the next run deploys again although its own cluster phase changes
+    # nothing. ansible-runner kills the stopped playbook (no recap: no change counted) and
+    # must not be taken for a finished one.
+    started = tmp_path / "cluster-started"
+    cluster.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - ansible.builtin.command: touch {started}\n"
+        "    - ansible.builtin.command: sleep 60\n"
+    )
 
-    def interrupted(project, playbook, *args, **kwargs):
-        if playbook == "playbooks/cluster.yml":
-            raise KeyboardInterrupt
-        return real_run(project, playbook, *args, **kwargs)
+    def interrupt_once_started():
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(reproduce, "run_playbook", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    begun = time.monotonic()
+    with pytest.raises(KeyboardInterrupt, match=r"cluster\.yml stopped by SIGINT"):
         run_reproduce(cfg)
-    monkeypatch.setattr(reproduce, "run_playbook", real_run)
+    assert time.monotonic() - begun < 40  # stopped, not waited out
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C works again
     assert site_ran(run("unchanged"))
 
 
@@ -380,7 +413,9 @@ def test_a_run_id_stays_with_its_inventory(tmp_path):
         run_reproduce(other)  # fmt: skip
 
 
-def test_a_time_to_accuracy_point_that_ran_out_of_epochs_makes_the_benchmark_partial(tmp_path):
+def test_a_time_to_accuracy_point_that_ran_out_of_epochs_makes_the_benchmark_partial(
+    tmp_path, capsys
+):
     # The 2-node run used up its epochs below the target: it ended "ok", without a time.
     results = {n: {"status": "ok", "mode": "tta", "reached_target": n == "1nodes"}
                for n in ("1nodes", "2nodes")}  # fmt: skip
@@ -391,7 +426,12 @@ def test_a_time_to_accuracy_point_that_ran_out_of_epochs_makes_the_benchmark_par
             """content: '{"status": "{{ item.value }}"}'""", 'content: "{{ item.value | to_json }}"'
         )
     )
-    record = run_reproduce(cfg)
+    assert run_command(cfg, quiet=True) == 1
+    record = json.loads((cfg.run_dir / "reproduce.json").read_text())
     bench_entry = record["phases"]["benchmark"]
     assert bench_entry["status"] == "partial"
     assert bench_entry["points"] == {"tta/1nodes": "ok", "tta/2nodes": "target not reached"}
+    out = capsys.readouterr().out
+    # a rerun keeps it: the closing lines must not promise to repeat it
+    assert "below the target (kept: a run again does not repeat them): tta/2nodes" in out
+    assert "to repeat just those" not in out
