@@ -10,6 +10,7 @@ interrupted ones run again.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -77,6 +78,13 @@ def parse_nodes(text: str) -> list[int]:
     return sorted(nodes)
 
 
+# What the batch script of a point sets itself (launchers/slurm.py's directives).
+SWEEP_SBATCH_OPTIONS = frozenset({
+    "--nodes", "--ntasks", "--ntasks-per-node", "--output", "--error", "--time", "--gres",
+    "--gpus-per-node", "--job-name", "--open-mode", "--exclusive", "--oversubscribe",
+})  # fmt: skip
+
+
 def validate(cfg: SweepConfig) -> None:
     if cfg.procs_per_node < 1:
         raise SweepError(f"--procs-per-node {cfg.procs_per_node}: must be >= 1")
@@ -106,6 +114,14 @@ def validate(cfg: SweepConfig) -> None:
     bad = [a for a in cfg.sbatch_args if not a.startswith("--")]
     if bad:
         raise SweepError(f"--sbatch-arg {bad[0]!r}: give sbatch options as --name=value")
+    # The batch script's own options: a later #SBATCH line would win over them silently.
+    owned = [a for a in cfg.sbatch_args if a.split("=", 1)[0] in SWEEP_SBATCH_OPTIONS]
+    if owned:
+        raise SweepError(
+            f"--sbatch-arg {owned[0]!r}: the sweep sets {owned[0].split('=', 1)[0]} for each "
+            "point (from --nodes, --procs-per-node, --gpus-per-node, --timeout and the point's "
+            "directory); give the sweep's flag instead"
+        )
     if cfg.launcher == "slurm":
         # #SBATCH lines keep a blank inside double quotes, but cannot hold both.
         for flag, value in [("--results", str(cfg.results))] + [
@@ -122,7 +138,7 @@ def validate(cfg: SweepConfig) -> None:
         check_train_argv(cfg.train_args)
     except UsageError as exc:
         raise SweepError(str(exc)) from None
-    if cfg.telemetry_interval <= 0:
+    if not (math.isfinite(cfg.telemetry_interval) and cfg.telemetry_interval > 0):
         raise SweepError(f"--telemetry-interval {cfg.telemetry_interval}: must be > 0")
     if cfg.timeout <= 0:
         raise SweepError(f"--timeout {cfg.timeout}: must be > 0 (seconds a point may run)")
@@ -152,8 +168,28 @@ def _launch_record(launch: Launch, result_file: Path) -> dict:
     return record
 
 
+def ran_out(result: dict) -> bool:
+    """A time-to-accuracy run that used up its epochs below the target: its result is whole and
+    stays ok, without a time to accuracy, whatever its launcher's exit status (rank 0 exits 3;
+    horovodrun passes that on as 1, srun as 137 when Slurm kills a rank still ending). Run
+    again, it would train all its epochs again to the same end."""
+    return (
+        result.get("status") == "ok"
+        and result.get("mode") == "tta"
+        and result.get("reached_target") is False
+    )
+
+
 def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     final, partial = point_dir(root, nodes), root / f".{nodes}nodes.partial"
+    if partial.exists():
+        stopped = launchers.stop_leftovers(cfg, nodes, partial)
+        if stopped:
+            print(
+                f"dlperf sweep: {nodes} node(s): stopped ranks of an earlier attempt still "
+                f"running on {', '.join(stopped)}",
+                file=sys.stderr,
+            )
     try:
         shutil.rmtree(partial)
     except FileNotFoundError:
@@ -168,16 +204,7 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     launch = launchers.run(cfg, nodes, partial, log)
     result_file = partial / "result.json"
     previous = json.loads(result_file.read_text()) if result_file.exists() else {}
-    # A time-to-accuracy run that used up its epochs below the target exits 3 (horovodrun
-    # passes that on as 1): its result is whole and stays ok, without a time to accuracy. Run
-    # again, it would train all its epochs again to the same end.
-    ran_out = (
-        launch.rc in (1, 3)
-        and previous.get("status") == "ok"
-        and previous.get("mode") == "tta"
-        and previous.get("reached_target") is False
-    )
-    if not result_file.exists() or (launch.rc != 0 and not ran_out):
+    if not result_file.exists() or (launch.rc != 0 and not ran_out(previous)):
         write_result(
             result_file,
             Result(
@@ -255,7 +282,14 @@ def run_sweep(cfg: SweepConfig, progress=None) -> dict[int, str]:
             "(install Horovod into this venv, as the dl_stack role does)"
         )
     root = cfg.results / cfg.run_id
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "sweep.lock").open("a").close()
+    except OSError as exc:
+        raise SweepError(
+            f"--results {cfg.results}: cannot write the sweep's directory {root} "
+            f"({exc.strerror or exc}); give a results directory you can write"
+        ) from None
     with hold_run(root, cfg.run_id):
         return _run_held(cfg, root, progress)
 
@@ -305,14 +339,16 @@ def _run_held(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
     write_atomic(root / "sweep.json", stored_sweep(cfg, root))
     # SIGTERM (a batch system's, systemd's, Ansible's timeout) stops the running point as
     # Ctrl-C does: its launcher cancels what it started; the point is left to run again.
-    previous = None
+    # SIGHUP (the terminal or SSH session the sweep ran from going away) likewise.
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, _raise_interrupted)
     try:
         return _run_points(cfg, root, progress)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, before in previous.items():
+            signal.signal(signum, before)
 
 
 def plan_sweep(cfg: SweepConfig) -> list[str]:

@@ -168,3 +168,39 @@ def test_this_machine_is_known_by_any_of_its_names_in_any_case():
 
     assert all(map(is_this_machine, ["localhost", "LocalHost", "127.0.0.1", socket.gethostname()]))
     assert not is_this_machine("c4140-01.invalid")
+
+
+def test_a_resumed_point_first_stops_ranks_its_earlier_attempt_left_running(tmp_path, capsys):
+    """A sweep killed without its cleanup (SIGKILL, the OOM killer) leaves its ranks training
+    into .Nnodes.partial; the next run of that point stops them before reusing the directory,
+    then runs the point (here with a model the ranks refuse: it fails, quickly)."""
+    from dlperf.sweep import SweepConfig, run_point
+
+    root = tmp_path / "r1"
+    partial = root / ".1nodes.partial"
+    (partial / "telemetry").mkdir(parents=True)
+    ended = tmp_path / "ended"  # when the left-over rank got its SIGTERM
+    code = (
+        "import signal, sys, time\n"
+        f"def stop(*_):\n    open({str(ended)!r}, 'w').write(repr(time.time()))\n    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\nprint('ready', flush=True)\ntime.sleep(600)"
+    )
+    left = subprocess.Popen(
+        ["python3", "-c", code, "dlperf", "train", "--output", str(partial)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert left.stdout.readline() == "ready\n"
+    cfg = SweepConfig([1], 1, "local", tmp_path, "r1", ["--model", "nope"], timeout=120)
+    try:
+        stored = run_point(cfg, root, 1)
+        assert left.wait(timeout=30) == 0
+    finally:
+        left.kill()
+        left.wait()
+    # stopped before the point was launched again, not by the failed launch's own clean-up
+    assert float(ended.read_text()) < stored["provenance"]["launch"]["requested_at"]
+    assert "1 node(s): stopped ranks of an earlier attempt still running on localhost" in (
+        capsys.readouterr().err
+    )
+    assert stored["status"] == "failed" and "--model 'nope'" in stored["error"]
+    assert (root / "1nodes" / "result.json").exists() and not partial.exists()

@@ -20,7 +20,7 @@ from dlperf.launchers.common import Launch
 
 NAMES = ("local", "hosts", "slurm")
 
-__all__ = ["NAMES", "Launch", "plan", "run"]
+__all__ = ["NAMES", "Launch", "plan", "run", "stop_leftovers"]
 
 
 def plan(cfg, nodes: int, partial: Path) -> list[str]:
@@ -30,3 +30,13 @@ def plan(cfg, nodes: int, partial: Path) -> list[str]:
 
 def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     return (slurm if cfg.launcher == "slurm" else horovod).run(cfg, nodes, partial, log)
+
+
+def stop_leftovers(cfg, nodes: int, partial: Path) -> list[str]:
+    """Before an interrupted point runs again: the hosts where ranks of the earlier attempt,
+    still writing into PARTIAL, were found and stopped (a sweep killed without its cleanup,
+    by SIGKILL or the OOM killer, leaves horovodrun's ranks over SSH running). A Slurm point's
+    job ends at its --time and is not looked for."""
+    if cfg.launcher == "slurm":
+        return []
+    return horovod.stop_leftovers(cfg, nodes, partial)

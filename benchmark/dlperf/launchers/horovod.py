@@ -137,6 +137,11 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     return Launch(rc, cmd, started, {"launcher": cfg.launcher})
 
 
+def stop_leftovers(cfg, nodes: int, partial: Path) -> list[str]:
+    hosts = ["localhost"] if cfg.launcher == "local" else cfg.hosts[:nodes]
+    return stop_stray_ranks(hosts, str(partial))
+
+
 def note(log: Path, text: str) -> None:
     with log.open("a") as fh:
         fh.write(f"dlperf sweep: {text}\n")
