@@ -215,6 +215,13 @@ CASES = [
     ("ipoib-pkey-default-partition", "ipoib", {"ipoib_pkey": "0x7fff"}, "ipoib_pkey '0x7fff'"),
     ("ipoib-pkey-zero", "ipoib", {"ipoib_pkey": "0x8000"}, "ipoib_pkey '0x8000'"),
     ("ipoib-pkey-bool", "ipoib", {"ipoib_pkey": True}, "ipoib_pkey 'True' is not a P_Key"),
+    # unquoted 8001: YAML's decimal number 8001 (0x1f41), not the P_Key 0x8001
+    (
+        "ipoib-pkey-decimal-digits",
+        "ipoib",
+        {"ipoib_pkey": 8001},
+        'as a number it reads as decimal, 0x1f41: quote it as hex text (e.g. "0x8001")',
+    ),
     ("ipoib-partition-mtu", "ipoib", {"ipoib_partition_mtu": 1500}, "ipoib_partition_mtu"),
     (
         "ipoib-pkey-child-name-too-long",

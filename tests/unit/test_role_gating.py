@@ -5,6 +5,12 @@ Real roles on localhost in check mode: this machine has no IPoIB device and no N
 
 from __future__ import annotations
 
+import os
+import platform
+from pathlib import Path
+
+import pytest
+
 from ..conftest import run_ansible_playbook
 from .test_role_input_validation import LOCAL, apply_role, case_plays, inventory
 
@@ -313,3 +319,21 @@ def test_dl_stack_keeps_a_package_index_url_off_every_command_line(run_playbook)
     assert shown["sources"] == ["--find-links=/srv/wheels"]
     assert shown["env"] == {"PIP_INDEX_URL": url}
     assert "s3cret" not in str(shown["key"]) and shown["key"][-1].startswith("index-sha256:")
+
+
+def _kernel_serves_nfs() -> bool:
+    listed = Path("/proc/filesystems").read_text().split()
+    module = f"/lib/modules/{platform.release()}/kernel/fs/nfsd"
+    return "nfsd" in listed or os.path.exists(module)
+
+
+def test_nfs_server_required_without_kernel_support_fails_before_installing(run_playbook):
+    if _kernel_serves_nfs():
+        pytest.skip("this machine's kernel serves NFS: nothing to refuse")
+    run = run_playbook(apply_role("nfs_server"), inventory(), {"nfs_server_required": True})
+    assert run.rc != 0
+    [(_name, message)] = run.failed_tasks()
+    assert "nfs_server_required is true" in message and "nothing was exported" in message
+    ran = [name for name, _, res in run.task_results() if not res.get("skipped")]
+    assert "nfs_server : Install the NFS server" not in ran, ran
+    assert run.stats["localhost"]["changed"] == 0
