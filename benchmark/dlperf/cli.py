@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import signal
 import sys
@@ -257,11 +258,11 @@ def run_data(args) -> int:
 
 
 def run_telemetry(args) -> int:
-    if args.interval <= 0:
+    if not (math.isfinite(args.interval) and args.interval > 0):
         raise UsageError(f"--interval {args.interval}: must be > 0")
     if args.max_bytes < 4096:
         raise UsageError(f"--max-bytes {args.max_bytes}: must be >= 4096")
-    if args.duration is not None and args.duration <= 0:
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
         raise UsageError(
             f"--duration {args.duration}: must be > 0 (leave it out to sample until stopped)"
         )

@@ -76,6 +76,8 @@ def test_allreduce_check_sums_every_rank_and_reports_bandwidth(tmp_path, control
     assert summary["bytes"] == 1_000_000 and summary["median_s"] > 0
     # nccl-tests' bus bandwidth: algbw * 2(n-1)/n, which is algbw itself for n = 2
     assert summary["busbw_MBps"] == pytest.approx(summary["algbw_MBps"])
+    # algbw is the tensor's bytes over the slowest rank's median reduction time
+    assert summary["algbw_MBps"] == pytest.approx(summary["bytes"] / summary["median_s"] / 1e6)
     assert "correct" in proc.stdout
 
 

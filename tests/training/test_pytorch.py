@@ -193,4 +193,5 @@ def test_torch_distributed_allreduce_sums_every_rank_and_reports_bandwidth(tmp_p
     assert summary["bytes"] == 1_000_000 and summary["median_s"] > 0
     # nccl-tests' bus bandwidth: algbw * 2(n-1)/n, 4/3 of algbw for n = 3
     assert summary["busbw_MBps"] == pytest.approx(summary["algbw_MBps"] * 4 / 3)
+    assert summary["algbw_MBps"] == pytest.approx(summary["bytes"] / summary["median_s"] / 1e6)
     assert "(pytorch, gloo, cpu tensors): correct" in proc.stdout

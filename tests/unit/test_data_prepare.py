@@ -45,6 +45,20 @@ def test_an_unreadable_image_is_named_and_nothing_is_left_behind(tmp_path, capsy
     assert list(out.iterdir()) == []  # no .rec, no .idx, no temporary file
 
 
+def test_an_image_too_large_for_pillow_is_named_not_a_traceback(tmp_path, capsys, monkeypatch):
+    # Pillow refuses an image over twice MAX_IMAGE_PIXELS (a decompression bomb, ~179 Mpx by
+    # default); 100 pixels over a limit of 10 stands in for a huge scan here.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10)
+    root = tmp_path / "train"
+    image(root / "cat" / "huge.png")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert prepare(root, out / "train.rec") == 2
+    err = capsys.readouterr().err
+    assert f"{root / 'cat' / 'huge.png'}: not a readable image" in err, err
+    assert list(out.iterdir()) == []
+
+
 def test_a_folder_without_images_is_refused(tmp_path, capsys):
     (tmp_path / "train" / "cat").mkdir(parents=True)
     (tmp_path / "train" / "cat" / "notes.txt").write_text("x")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from dlperf.telemetry.sampler import read_footer, read_samples
-from dlperf.telemetry.sources import parse_mountstats
+from dlperf.telemetry.sources import mount_devices, parse_mountstats
 
 BIN = Path(sys.executable).parent
 
@@ -40,6 +40,25 @@ def test_mountstats_gives_server_bytes_per_nfs_mount():
         "write_bytes": 8192,
     }
     assert mounts["/mnt/isilon"]["read_bytes"] == 144_000_000_000
+
+
+def test_mounts_that_share_a_superblock_are_counted_once():
+    # /data is a bind mount of /shared/data: the kernel prints the superblock's counters under
+    # both mount points; summed they would double Fig. 5's read rate.
+    stats = MOUNTSTATS.replace(
+        "device 198.18.0.201",
+        "device head01:/export/shared mounted on /data with fstype nfs4 statvers=1.1\n"
+        "\tbytes:\t1000 2000 0 0 4096000 8192 1000 2\n"
+        "device 198.18.0.201",
+    )
+    mountinfo = (
+        "1 0 0:21 / / rw - rootfs rootfs rw\n"
+        "40 1 0:52 / /shared rw,nodev,nosuid - nfs4 head01:/export/shared rw\n"
+        "41 1 0:52 /data /data rw,nodev,nosuid - nfs4 head01:/export/shared rw\n"
+        "42 1 0:53 / /mnt/isilon rw,nodev,nosuid - nfs 198.18.0.201:/ifs/data/dlperf rw\n"
+    )
+    assert set(parse_mountstats(stats)) == {"/shared", "/data", "/mnt/isilon"}
+    assert set(parse_mountstats(stats, mount_devices(mountinfo))) == {"/shared", "/mnt/isilon"}
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -211,3 +230,77 @@ def test_a_stop_signal_ends_a_long_interval_at_once(tmp_path):
     assert proc.wait(timeout=30) == 0
     assert time.monotonic() - started < 5  # not the rest of the 60 s interval
     assert read_footer(out) is not None
+
+
+def fake_nvml(lost_at_start: set[int], unsupported: dict[int, str]):
+    """A stand-in of nvidia-ml-py's module (no GPU here): three GPUs, NVML's error classes."""
+    import types
+
+    nvml = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):
+        pass
+
+    class NVMLError_GpuIsLost(NVMLError):
+        pass
+
+    nvml.NVMLError, nvml.NVMLError_NotSupported = NVMLError, NVMLError_NotSupported
+    nvml.NVMLError_GpuIsLost = NVMLError_GpuIsLost
+    nvml.gone = set()  # GPUs that fall off the bus later
+
+    def handle(i):
+        if i in lost_at_start:
+            raise NVMLError_GpuIsLost("GPU is lost")
+        return i
+
+    def reading(kind, make):
+        def read(h):
+            if h in nvml.gone:
+                raise NVMLError_GpuIsLost("GPU is lost")
+            if unsupported.get(h) == kind:
+                raise NVMLError_NotSupported("Not Supported")
+            return make()
+
+        return read
+
+    nvml.nvmlInit = lambda: None
+    nvml.nvmlDeviceGetCount = lambda: 3
+    nvml.nvmlDeviceGetHandleByIndex = handle
+    nvml.nvmlDeviceGetUtilizationRates = reading("util", lambda: types.SimpleNamespace(gpu=97))
+    nvml.nvmlDeviceGetMemoryInfo = reading("mem", lambda: types.SimpleNamespace(used=2**30))
+    nvml.nvmlDeviceGetPowerUsage = reading("power", lambda: 250000)
+    return nvml
+
+
+def test_a_gpu_lost_or_without_a_reading_leaves_the_others_sampled(tmp_path, monkeypatch):
+    from dlperf.telemetry.sampler import Sampler
+
+    # GPU 2 fell off the bus before the run; GPU 1 runs MIG (no utilisation reading)
+    nvml = fake_nvml(lost_at_start={2}, unsupported={1: "util"})
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    sampler = Sampler(tmp_path / "t.jsonl", 1.0)
+    assert sampler.missing["gpu:2"] == "NVMLError_GpuIsLost: GPU is lost"
+    first = sampler.sample()["gpu"]
+    assert first == {
+        "0": {"util_percent": 97, "mem_used_bytes": 2**30, "power_w": 250.0},
+        "1": {"util_percent": None, "mem_used_bytes": 2**30, "power_w": 250.0},
+    }
+    nvml.gone.add(0)  # GPU 0 falls off mid-run: said once, GPU 1 sampled on
+    second = sampler.sample()["gpu"]
+    assert second["0"] == {"lost": "NVMLError_GpuIsLost: GPU is lost"} and "1" in second
+    assert list(sampler.sample()["gpu"]) == ["1"]
+    nvml.gone.add(1)  # the last one too: the source is dropped, with every reason
+    row = sampler.sample()
+    assert "gpu" not in row and "GPU 0: NVMLError_GpuIsLost" in row["missing"]["gpu"]
+
+
+def test_a_duration_shorter_than_the_interval_ends_at_the_duration(tmp_path):
+    from dlperf.telemetry.sampler import Sampler
+
+    begun = time.monotonic()
+    Sampler(tmp_path / "t.jsonl", interval=20.0).run(duration=0.5)
+    assert time.monotonic() - begun < 10  # not the 20 s interval
+    assert read_footer(tmp_path / "t.jsonl")["samples"] >= 1

@@ -85,6 +85,8 @@ def write_records(
                 top = max(top, int(label))
             rec.flush()
             os.fsync(rec.fileno())
+            idx.flush()
+            os.fsync(idx.fileno())
         if count == 0:
             raise ValueError(f"{path}: no images to write")
         meta = {
@@ -96,7 +98,10 @@ def write_records(
         }
         if class_names is not None:
             meta["class_names"] = list(class_names)
-        tmp_meta.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        with tmp_meta.open("w") as fh:
+            fh.write(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
         # Three files cannot be replaced as one: the old index and header go first, so that an
         # interruption leaves a .rec without an .idx (refused for several ranks, read whole by
         # one), never a new .rec with the old one's offsets.
@@ -105,6 +110,12 @@ def write_records(
         tmp_rec.replace(path)
         tmp_idx.replace(path.with_suffix(".idx"))
         tmp_meta.replace(meta_path(path))
+        # the renames themselves on disk: after a power loss the directory names the new files
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
     except BaseException:
         for tmp in (tmp_rec, tmp_idx, tmp_meta):
             tmp.unlink(missing_ok=True)
@@ -235,7 +246,8 @@ def prepare_folder(root: Path, output: Path, resize: int | None, seed: int = 0) 
             try:
                 image = Image.open(file)
                 image.load()
-            except (OSError, ValueError) as exc:
+                image = image.convert("RGB")  # a mode JPEG cannot hold fails here, named
+            except (OSError, ValueError, Image.DecompressionBombError) as exc:
                 raise ValueError(f"{file}: not a readable image ({exc})") from None
             if resize:
                 w, h = image.size

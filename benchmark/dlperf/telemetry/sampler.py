@@ -36,9 +36,12 @@ class Sampler:
         self.sources = dict(SOURCES)
         self.missing: dict[str, str] = {}
         try:
-            self.sources["gpu"] = sources.Gpu()
+            gpu = sources.Gpu()
         except sources.SourceMissing as exc:
             self.missing["gpu"] = str(exc)
+        else:
+            self.sources["gpu"] = gpu
+            self.missing.update({f"gpu:{i}": reason for i, reason in gpu.lost.items()})
         self._stop = False
         self.cost_s = 0.0  # this process's CPU time spent sampling
         self.samples = 0
@@ -111,8 +114,8 @@ class Sampler:
             next_t = time.monotonic() + self.interval
             truncated = False
             while not self._stop and (end is None or time.monotonic() < end):
-                self._sleep_until(next_t)
-                if self._stop:
+                self._sleep_until(next_t if end is None else min(next_t, end))
+                if self._stop or (end is not None and time.monotonic() >= end):
                     break
                 line = json.dumps(self.sample()) + "\n"
                 # After a stall (the job suspended, a slow source) the next sample comes at

@@ -37,11 +37,13 @@ class AllreduceRanks:
 
     def timed(self, tensor: torch.Tensor) -> tuple[torch.Tensor, float]:
         """All ranks' TENSOR summed, and the seconds the reduction alone took (all_reduce works
-        in place: it gets a fresh copy, made before the clock starts)."""
+        in place: it gets a fresh copy, made before the clock starts), timed from a barrier: no
+        rank's time includes waiting for a slower one still checking the previous sum."""
         if self._work is None:
             self._work = torch.empty_like(tensor)
         self._work.copy_(tensor)
         self._sync()
+        self.comm.barrier()
         start = time.perf_counter()
         dist.all_reduce(self._work)
         self._sync()
