@@ -13,7 +13,6 @@ proof the cluster still works); benchmark.yml keeps the sweep's complete points.
 from __future__ import annotations
 
 import json
-import shlex
 import signal
 import subprocess
 import sys
@@ -136,23 +135,26 @@ def parse_extra_vars(items: list[str]) -> dict:
                 raise ReproduceError(f"--extra-vars {item}: not a mapping of variables")
             merged.update(data)
             continue
-        if item.lstrip().startswith("{"):
+        if item.lstrip().startswith(("{", "[")):  # JSON, or YAML flow style, as Ansible takes
             try:
-                data = json.loads(item)
-            except ValueError as exc:
-                raise ReproduceError(f"--extra-vars {item!r}: not JSON ({exc})") from None
+                data = yaml.safe_load(item)
+            except yaml.YAMLError as exc:
+                raise ReproduceError(f"--extra-vars {item!r}: not JSON or YAML ({exc})") from None
             if not isinstance(data, dict):
                 raise ReproduceError(f"--extra-vars {item!r}: not a mapping of variables")
             merged.update(data)
             continue
+        # KEY=VALUE pairs split and unquoted by Ansible's own parser (values stay strings)
+        from ansible.errors import AnsibleError
+        from ansible.parsing.splitter import parse_kv
+
         try:
-            words = shlex.split(item)
-        except ValueError as exc:  # an unclosed quote
-            raise ReproduceError(f"--extra-vars {item!r}: {exc}") from None
-        pairs = [w.split("=", 1) for w in words]
-        if not pairs or any(len(p) != 2 or not p[0].isidentifier() for p in pairs):
+            pairs = parse_kv(item)
+        except AnsibleError as exc:  # an unclosed quote
+            raise ReproduceError(f"--extra-vars {item!r}: {exc.message}") from None
+        if not pairs or "_raw_params" in pairs or not all(k.isidentifier() for k in pairs):
             raise ReproduceError(f"--extra-vars {item!r}: give KEY=VALUE or @FILE")
-        merged.update(dict(pairs))
+        merged.update(pairs)
     return merged
 
 
@@ -340,7 +342,7 @@ def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM inside a playbook (PlaybookStopped)
-        print(f"dlperf reproduce: {exc or 'stopped by SIGINT'}; the phases that finished are "
+        print(f"dlperf reproduce: {str(exc) or 'stopped by SIGINT'}; the phases that finished are "
               f"kept, the stopped one runs again: resume with --run-id {cfg.run_id}",
               file=sys.stderr)  # fmt: skip
         return 128 + getattr(exc, "signum", signal.SIGINT)

@@ -19,13 +19,14 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dlperf_module_utils.dlperf_job import log_tail, train_flag
 
 from dlperf import launchers
 from dlperf.launchers import Launch
+from dlperf.launchers.slurm import slurm_directives
 from dlperf.results import Result, launch_environment, write_atomic, write_result
 from dlperf.train.command import check_train_argv
 from dlperf.usage import UsageError
@@ -78,11 +79,9 @@ def parse_nodes(text: str) -> list[int]:
     return sorted(nodes)
 
 
-# What the batch script of a point sets itself (launchers/slurm.py's directives).
-SWEEP_SBATCH_OPTIONS = frozenset({
-    "--nodes", "--ntasks", "--ntasks-per-node", "--output", "--error", "--time", "--gres",
-    "--gpus-per-node", "--job-name", "--open-mode", "--exclusive", "--oversubscribe",
-})  # fmt: skip
+# Options that would undo what the batch script sets without setting it themselves: a task
+# count other than nodes x --procs-per-node, stderr out of the train.log a failure is read from.
+SBATCH_UNDOING = {"--ntasks": "--nodes and --procs-per-node", "--error": "train.log"}
 
 
 def validate(cfg: SweepConfig) -> None:
@@ -115,13 +114,22 @@ def validate(cfg: SweepConfig) -> None:
     if bad:
         raise SweepError(f"--sbatch-arg {bad[0]!r}: give sbatch options as --name=value")
     # The batch script's own options: a later #SBATCH line would win over them silently.
-    owned = [a for a in cfg.sbatch_args if a.split("=", 1)[0] in SWEEP_SBATCH_OPTIONS]
-    if owned:
-        raise SweepError(
-            f"--sbatch-arg {owned[0]!r}: the sweep sets {owned[0].split('=', 1)[0]} for each "
-            "point (from --nodes, --procs-per-node, --gpus-per-node, --timeout and the point's "
-            "directory); give the sweep's flag instead"
-        )
+    own = {
+        d.split("=", 1)[0] for d in slurm_directives(replace(cfg, sbatch_args=[]), 1, Path("point"))
+    }
+    for arg in cfg.sbatch_args:
+        name = arg.split("=", 1)[0]
+        if name in own:
+            raise SweepError(
+                f"--sbatch-arg {arg!r}: the point's batch script sets {name} itself (from "
+                "--nodes, --procs-per-node, --gpus-per-node, --timeout and the point's "
+                "directory); give the sweep's flag instead"
+            )
+        if name in SBATCH_UNDOING:
+            raise SweepError(
+                f"--sbatch-arg {arg!r}: it would undo {SBATCH_UNDOING[name]}, which the point's "
+                "batch script relies on"
+            )
     if cfg.launcher == "slurm":
         # #SBATCH lines keep a blank inside double quotes, but cannot hold both.
         for flag, value in [("--results", str(cfg.results))] + [
@@ -238,6 +246,10 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _raise_interrupted(signum, frame):
+    # A hangup often comes twice (the kernel's to the foreground group, the shell's to its
+    # jobs): a second signal must not cut short the clean-up the first one started.
+    for again in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(again, signal.SIG_IGN)
     raise Interrupted(signum)
 
 
@@ -343,6 +355,8 @@ def _run_held(cfg: SweepConfig, root: Path, progress) -> dict[int, str]:
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue  # `nohup dlperf sweep`: the user asked it to outlive the session
             previous[signum] = signal.signal(signum, _raise_interrupted)
     try:
         return _run_points(cfg, root, progress)

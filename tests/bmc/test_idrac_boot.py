@@ -97,7 +97,7 @@ def idrac(tmp_path):
         server.shutdown()
 
 
-def boot_once(tmp_path, server):
+def boot_once(tmp_path, server, check: bool = False):
     plays = [{
         "hosts": "c4140-01",
         "gather_facts": False,
@@ -114,7 +114,7 @@ def boot_once(tmp_path, server):
         "bmc_ca_path": str(server.ca),
     }
     inventory = {"all": {"hosts": {"c4140-01": node}}}
-    return run_ansible_playbook(tmp_path, plays, inventory, check=False)
+    return run_ansible_playbook(tmp_path, plays, inventory, check=check)
 
 
 def test_an_idrac_is_set_to_boot_once_from_its_virtual_cd(tmp_path, idrac):
@@ -139,3 +139,11 @@ def test_an_idrac_without_those_attributes_fails_instead_of_booting_the_disk(tmp
     [(_name, message)] = run.failed_tasks()
     assert "does not hold {'VirtualMedia.1.BootOnce': 'Enabled'}" in message, message
     assert "the node would not start from the ISO" in message
+
+
+def test_check_mode_sets_nothing_and_passes(tmp_path, idrac):
+    factory = {"VirtualMedia.1.BootOnce": "Disabled", "ServerBoot.1.FirstBootDevice": "Normal"}
+    server = idrac(factory)
+    run = boot_once(tmp_path, server, check=True)
+    assert run.rc == 0, run.failed_tasks()
+    assert server.patches == []

@@ -63,7 +63,7 @@ CASES = [
     (["sweep", "--results", "OUT", "--telemetry-interval", "nan"], "sweep",
      "--telemetry-interval nan", "must be > 0"),
     (["sweep", "--results", "OUT", "--sbatch-arg=--nodes=1"], "sweep",
-     "--sbatch-arg '--nodes=1'", "the sweep sets --nodes for each point"),
+     "--sbatch-arg '--nodes=1'", "the point's batch script sets --nodes itself"),
     (["sweep", "--results", "/dev/null/results", "--nodes", "1"], "sweep",
      "--results /dev/null/results: cannot write", "give a results directory you can write"),
     (["report", "MISSING", "--output", "OUT"], "report", "RESULTS MISSING",

@@ -66,6 +66,13 @@ def test_a_cpu_point_asks_for_no_gres_and_pytorch_ranks_need_no_pmi():
         ({"launcher": "pbs"}, "--launcher pbs"),
         ({"results": Path('/r/a "b" c')}, "--results '/r/a \"b\" c': a blank and a double quote"),
         ({"sbatch_args": ['--comment="x y"']}, "--sbatch-arg '--comment=\"x y\"'"),
+        # a later #SBATCH line would silently win over the script's own
+        (
+            {"sbatch_args": ["--time=10"]},
+            "--sbatch-arg '--time=10': the point's batch script sets --time itself",
+        ),
+        ({"gpus_per_node": 4, "sbatch_args": ["--gres=gpu:v100:4"]}, "sets --gres itself"),
+        ({"sbatch_args": ["--error=e.log"]}, "it would undo train.log"),
     ],
 )
 def test_bad_slurm_input_is_refused_naming_the_flag(change, needle):
@@ -169,3 +176,10 @@ def test_a_sweep_resumed_under_another_launch_environment_says_so_and_keeps_the_
         config(launcher="hosts", hosts=["a", "b"], nodes=[2], results=tmp_path), tmp_path / "r1"
     )
     assert again["environment"] == first["environment"] and again["nodes"] == [1, 2]
+
+
+def test_a_typed_gres_is_the_users_own_when_the_sweep_asks_for_no_gpus():
+    cfg = config(gpus_per_node=0, sbatch_args=["--gres=gpu:v100:4", "--partition=gpu"])
+    validate(cfg)
+    lines = directives(batch_script(cfg, 2, Path("/shared/results/r1/.2nodes.partial")))
+    assert lines.count("--gres=gpu:v100:4") == 1 and "--partition=gpu" in lines
