@@ -231,9 +231,14 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     stored = json.loads(result_file.read_text())
     stored.setdefault("provenance", {})["launch"] = _launch_record(launch, result_file)
     write_atomic(result_file, stored)
+    # The earlier (failed) record is renamed aside and removed after the new one is in place:
+    # the new point is never left waiting behind a slow removal (NFS) that an interrupt cuts.
+    aside = root / f".{nodes}nodes.replaced"
+    shutil.rmtree(aside, ignore_errors=True)
     if final.exists():
-        shutil.rmtree(final)
+        os.replace(final, aside)
     os.replace(partial, final)
+    shutil.rmtree(aside, ignore_errors=True)
     return stored
 
 

@@ -204,3 +204,8 @@ def test_a_resumed_point_first_stops_ranks_its_earlier_attempt_left_running(tmp_
     )
     assert stored["status"] == "failed" and "--model 'nope'" in stored["error"]
     assert (root / "1nodes" / "result.json").exists() and not partial.exists()
+    # run again: the failed record is replaced by the new one, nothing else left beside it
+    before = (root / "1nodes" / "result.json").read_text()
+    assert run_point(cfg, root, 1)["status"] == "failed"
+    assert sorted(p.name for p in root.iterdir()) == ["1nodes"]
+    assert (root / "1nodes" / "result.json").read_text() != before
