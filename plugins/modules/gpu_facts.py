@@ -62,7 +62,9 @@ driver_loaded:
   type: bool
   returned: always
 gpus:
-  description: One entry per GPU (index, name, uuid, memory_total_mib (null where a sick GPU reports none), pci_bus_id, persistence_mode, driver_version, cpu_affinity, numa_affinity).
+  description:
+    - One entry per GPU (index, name, uuid, memory_total_mib, pci_bus_id, persistence_mode, driver_version, cpu_affinity, numa_affinity).
+    - memory_total_mib is null where a sick GPU reports none.
   type: list
   elements: dict
   returned: always
@@ -188,11 +190,11 @@ def main() -> None:
         absent(module, "nvidia-smi reports no GPU", driver_loaded=True)
     # The GPUs answered the query: a detail call that fails leaves its facts empty, with a
     # warning, rather than the node without its GPUs.
-    _, details, why = smi("-q")
+    _rc, details, why = smi("-q")
     if why:
         module.warn(f"{why}: no CUDA version")
     cuda = parse_cuda_version(details) if not why else None
-    _, matrix, why = smi("topo", "-m")
+    _rc, matrix, why = smi("topo", "-m")
     if why:
         module.warn(f"{why}: no topology")
     topology = parse_topology(matrix if not why else "")

@@ -200,3 +200,18 @@ def test_validate_reports_the_bios_profile_each_node_runs(bmcs, second_run):
     assert rows[FAKE_NODE]["status"] == "skip"
     assert rows[DEAD_NODE]["status"] == "fail" and "did not answer" in rows[DEAD_NODE]["detail"]
     assert run.rc != 0  # the dead BMC fails the table
+
+
+def test_check_mode_says_what_power_would_do_and_does_nothing(bmcs, second_run):
+    assert bmcs.system("c4140-01")["PowerState"] == "On"
+    off = bmcs.play("playbooks/bmc.yml", "--check", "--limit", "c4140-01",
+                    extra={"bmc_power": "off"})  # fmt: skip
+    said = results(off, "Say what this power command would do, power off")["c4140-01"]
+    assert said["changed"] and "is On; power off would change it" in said["msg"]
+    on = bmcs.play("playbooks/bmc.yml", "--check", "--limit", "c4140-01",
+                   extra={"bmc_power": "on"})  # fmt: skip
+    assert (
+        results(on, "Say what this power command would do, power on")["c4140-01"]["changed"]
+        is False
+    )
+    assert bmcs.system("c4140-01")["PowerState"] == "On"
