@@ -290,6 +290,9 @@ def raise_on_termination() -> None:
     out; a launcher in a session of its own gets no signal of the caller's otherwise."""
 
     def handler(signum, _frame):
+        # a second signal (a hangup often comes twice) must not cut the clean-up short
+        for again in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(again, signal.SIG_IGN)
         raise SystemExit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -14,6 +14,9 @@ description:
   - Run it as the benchmark user (C(become_user)), whose SSH trust MPI needs between nodes.
   - On failure the message carries the tail of the job's log. In check mode the command it
     would run is returned and nothing is started.
+  - Stopped by SIGTERM or SIGHUP (the controller going away), it stops its launcher and, for
+    C(horovodrun) and C(mpirun), the ranks on every host. Ansible's C(async) time limit ends a
+    module with SIGKILL, which nothing can catch, so give O(timeout) below that limit.
 version_added: "0.1.0"
 author: dlperf-cluster maintainers (@dlperf-cluster)
 options:
@@ -220,7 +223,12 @@ def main() -> None:
     env = job_environment(dict(os.environ), p["environment"], defaults=defaults)
     start = time.monotonic()
     raise_on_termination()
-    rc = run_logged(cmd, log, env, output, p["timeout"])
+    try:
+        rc = run_logged(cmd, log, env, output, p["timeout"])
+    except BaseException:  # stopped (SIGTERM, SIGHUP): its launcher is; its ranks must be too
+        if p["launcher"] != "srun":
+            stop_stray_ranks(host_names(p["hosts"]), output, p["dlperf"])
+        raise
     # Ranks that horovodrun or mpirun started over SSH can outlive a launcher that failed or
     # was stopped (srun's steps end with their job).
     stray = {}

@@ -180,19 +180,32 @@ def test_bad_timeouts_and_rank_counts_are_refused_before_a_job_starts(run_playbo
         assert not (tmp_path / option).exists()
 
 
-def test_a_module_stopped_by_sigterm_stops_its_job(run_playbook, tmp_path):
-    """Ansible ends a module with SIGTERM (an async job's time limit, the controller going away):
-    the launcher, in a session of its own, and its rank go with it."""
+@pytest.mark.parametrize("detached", [False, True], ids=["child", "detached"])
+def test_a_module_stopped_by_sigterm_stops_its_job(run_playbook, tmp_path, detached):
+    """Ansible ends a module with SIGTERM (the controller going away, a timeout of its own):
+    the launcher, in a session of its own, and its rank go with it. A detached rank stands for
+    one horovodrun started over SSH, which no signal to the launcher reaches: the module stops
+    it by its command line on the way out."""
     import signal
     import threading
     import time
 
     started = tmp_path / "rank.pid"
     rank = tmp_path / "dlperf"
-    rank.write_text(
-        f"#!{sys.executable}\nimport os, time\n"
-        f"open({str(started)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    script = (
+        f"#!{sys.executable}\nimport os, time\n\n"
+        "def stand_in():\n"
+        f"    open({str(started)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(600)\n\n"
     )
+    if detached:  # a grandchild in a session of its own; the rank the launcher sees waits
+        script += (
+            "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        stand_in()\n"
+            "    os._exit(0)\ntime.sleep(600)\n"
+        )
+    else:
+        script += "stand_in()\n"
+    rank.write_text(script)
     rank.chmod(0o755)
     outcome = {}
 
@@ -220,7 +233,19 @@ def test_a_module_stopped_by_sigterm_stops_its_job(run_playbook, tmp_path):
     runner.join(timeout=120)
     assert not runner.is_alive()
     assert outcome["rc"] != 0
-    assert not Path(f"/proc/{rank_pid}").exists(), "the rank outlived its module"
+    # gone, or a zombie its new parent has not reaped yet (a detached rank's parent is init)
+    deadline = time.monotonic() + 15
+    while _alive(rank_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(rank_pid), "the rank outlived its module"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def _cmdline(pid: str) -> bytes:
