@@ -114,3 +114,13 @@ def run_playbook(tmp_path):
         return run_ansible_playbook(tmp_path, plays, inventory, extra_vars, check)
 
     return run
+
+
+def process_alive(pid: int) -> bool:
+    """Whether PID runs: gone, or a zombie its parent has not reaped yet, is not running."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -19,14 +19,14 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dlperf_module_utils.dlperf_job import log_tail, train_flag
 
 from dlperf import launchers
 from dlperf.launchers import Launch
-from dlperf.launchers.slurm import slurm_directives
+from dlperf.launchers.slurm import sbatch_arg_problem
 from dlperf.results import Result, launch_environment, write_atomic, write_result
 from dlperf.train.command import check_train_argv
 from dlperf.usage import UsageError
@@ -79,11 +79,6 @@ def parse_nodes(text: str) -> list[int]:
     return sorted(nodes)
 
 
-# Options that would undo what the batch script sets without setting it themselves: a task
-# count other than nodes x --procs-per-node, stderr out of the train.log a failure is read from.
-SBATCH_UNDOING = {"--ntasks": "--nodes and --procs-per-node", "--error": "train.log"}
-
-
 def validate(cfg: SweepConfig) -> None:
     if cfg.procs_per_node < 1:
         raise SweepError(f"--procs-per-node {cfg.procs_per_node}: must be >= 1")
@@ -113,23 +108,9 @@ def validate(cfg: SweepConfig) -> None:
     bad = [a for a in cfg.sbatch_args if not a.startswith("--")]
     if bad:
         raise SweepError(f"--sbatch-arg {bad[0]!r}: give sbatch options as --name=value")
-    # The batch script's own options: a later #SBATCH line would win over them silently.
-    own = {
-        d.split("=", 1)[0] for d in slurm_directives(replace(cfg, sbatch_args=[]), 1, Path("point"))
-    }
-    for arg in cfg.sbatch_args:
-        name = arg.split("=", 1)[0]
-        if name in own:
-            raise SweepError(
-                f"--sbatch-arg {arg!r}: the point's batch script sets {name} itself (from "
-                "--nodes, --procs-per-node, --gpus-per-node, --timeout and the point's "
-                "directory); give the sweep's flag instead"
-            )
-        if name in SBATCH_UNDOING:
-            raise SweepError(
-                f"--sbatch-arg {arg!r}: it would undo {SBATCH_UNDOING[name]}, which the point's "
-                "batch script relies on"
-            )
+    overriding = sbatch_arg_problem(cfg)
+    if overriding:
+        raise SweepError(overriding)
     if cfg.launcher == "slurm":
         # #SBATCH lines keep a blank inside double quotes, but cannot hold both.
         for flag, value in [("--results", str(cfg.results))] + [

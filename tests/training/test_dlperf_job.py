@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import process_alive
+
 BIN = Path(sys.executable).parent
 LOCAL = {
     "ansible_connection": "local",
@@ -235,17 +237,9 @@ def test_a_module_stopped_by_sigterm_stops_its_job(run_playbook, tmp_path, detac
     assert outcome["rc"] != 0
     # gone, or a zombie its new parent has not reaped yet (a detached rank's parent is init)
     deadline = time.monotonic() + 15
-    while _alive(rank_pid) and time.monotonic() < deadline:
+    while process_alive(rank_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _alive(rank_pid), "the rank outlived its module"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    assert not process_alive(rank_pid), "the rank outlived its module"
 
 
 def _cmdline(pid: str) -> bytes:

@@ -10,6 +10,8 @@ from pathlib import Path
 from dlperf.launchers.common import dlperf_binary
 from dlperf.launchers.horovod import sampler_command
 
+from ..conftest import process_alive
+
 
 def test_the_remote_shell_gets_the_samplers_arguments_back_whole():
     directory = Path("/shared/my runs/$HOME;x/1nodes/telemetry")  # blanks, $ and ; kept
@@ -147,18 +149,9 @@ def test_an_interrupt_while_a_job_runs_stops_its_whole_process_group(tmp_path):
         run_logged(cmd, str(tmp_path / "job.log"), dict(os.environ), None, timeout=60, grace=5)
     child = int(pidfile.read_text())
     deadline = time.monotonic() + 10
-    while running(child) and time.monotonic() < deadline:
+    while process_alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not running(child), "the job's child outlived the interrupt"
-
-
-def running(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    assert not process_alive(child), "the job's child outlived the interrupt"
 
 
 def test_this_machine_is_known_by_any_of_its_names_in_any_case():

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from dlperf_module_utils.dlperf_job import job_environment, srun_mpi
@@ -69,6 +70,31 @@ def slurm_directives(cfg, nodes: int, partial: Path) -> list[str]:
     if cfg.gpus_per_node > 0:
         lines.append(f"--gres=gpu:{cfg.gpus_per_node}")
     return lines + cfg.sbatch_args
+
+
+# Options that would undo what the batch script sets without setting it themselves: a task
+# count other than nodes x --procs-per-node, stderr out of the train.log a failure is read from.
+SBATCH_UNDOING = {"--ntasks": "--nodes and --procs-per-node", "--error": "train.log"}
+
+
+def sbatch_arg_problem(cfg) -> str | None:
+    """Why one of the sweep's --sbatch-arg cannot be given, or None: an option the batch script
+    sets itself (a later #SBATCH line would win over it silently), or one that undoes it."""
+    own = {d.split("=", 1)[0] for d in slurm_directives(replace(cfg, sbatch_args=[]), 1, Path("p"))}
+    for arg in cfg.sbatch_args:
+        name = arg.split("=", 1)[0]
+        if name in own:
+            return (
+                f"--sbatch-arg {arg!r}: the point's batch script sets {name} itself (from "
+                "--nodes, --procs-per-node, --gpus-per-node, --timeout and the point's "
+                "directory); give the sweep's flag instead"
+            )
+        if name in SBATCH_UNDOING:
+            return (
+                f"--sbatch-arg {arg!r}: it would undo {SBATCH_UNDOING[name]}, which the point's "
+                "batch script relies on"
+            )
+    return None
 
 
 def sbatch_quote(directive: str) -> str:
