@@ -68,7 +68,7 @@ class LocalSlurm:
 
     def start(self) -> LocalSlurm:
         root = self.root
-        for sub in ("state", "spool"):
+        for sub in ("state", "spool", "pmix"):
             (root / sub).mkdir(parents=True)
         key = root / "munge.key"
         key.write_bytes(os.urandom(1024))
@@ -82,6 +82,10 @@ class LocalSlurm:
                 cpus=os.cpu_count(),
             )
         )
+        # PMIx's per-step directories under this instance (by default /tmp/spmix_appdir_<uid>_
+        # <job>.<step>): job ids restart at 1 in every instance, and a directory an earlier
+        # one left would fail that step's launch ("File exists").
+        (root / "mpi.conf").write_text(f"PMIxCliTmpDirBase={root}/pmix\n")
         munge = [
             "munged",
             "--foreground",

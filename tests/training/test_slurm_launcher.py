@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from dlperf.launchers import slurm as slurm_launcher
-from dlperf.sweep import SweepConfig
+from dlperf.sweep import SweepConfig, run_point
 
 from .conftest import BIN, ENV, TINY
 
@@ -150,6 +150,59 @@ def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(
     assert "dlperf sweep: stopped by SIGTERM" in output, output
     assert slurm.drained(within=60) == [], "jobs left after SIGTERM"
     assert not (tmp_path / "term" / "1nodes").exists()  # no half-finished point in place
+
+
+def test_a_job_a_killed_sweep_left_running_is_cancelled_before_its_point_runs_again(
+    slurm, tmp_path, monkeypatch, capsys
+):
+    # SIGKILL (the OOM killer, a lost launch node) gives the sweep no clean-up: its job runs on
+    # in Slurm. The next attempt at the point finds the job by the id the first one kept and
+    # cancels it before it submits its own.
+    long = [*TINY, "--batch-size", "16", "--iterations", "100000", "--warmup-iterations", "2"]
+    proc = subprocess.Popen(
+        sweep_cmd(tmp_path, "killed", *long),
+        env=dict(ENV, SLURM_CONF=slurm.env["SLURM_CONF"]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not (running := slurm.run("squeue", "-h", "-t", "RUNNING", "-o", "%i").stdout.split()):
+        assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+        time.sleep(0.5)
+    # the ranks' step (the second srun, after the samplers') launched
+    while f"{running[0]}.1" not in slurm.run("squeue", "-h", "-s", "-o", "%i").stdout.split():
+        assert time.monotonic() < deadline and proc.poll() is None, "the ranks never started"
+        time.sleep(0.5)
+    proc.kill()
+    proc.wait(timeout=30)
+    partial = tmp_path / "killed" / ".1nodes.partial"
+    assert (partial / slurm_launcher.JOB_ID_FILE).read_text().split() == running
+    time.sleep(2)
+    assert slurm.run("squeue", "-h", "-o", "%i").stdout.split() == running  # left running
+
+    for name, value in {**ENV, "SLURM_CONF": slurm.env["SLURM_CONF"]}.items():
+        monkeypatch.setenv(name, value)
+    cfg = SweepConfig(
+        nodes=[1], procs_per_node=1, launcher="slurm", results=tmp_path, run_id="killed",
+        train_args=["--model", "nope"], timeout=120, sbatch_args=["--partition=test"],
+    )  # fmt: skip
+    # Left running, the job would hold the node (--exclusive) and the new one wait behind it.
+    rerun: list[dict] = []
+    worker = threading.Thread(
+        target=lambda: rerun.append(run_point(cfg, tmp_path / "killed", 1)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=120)
+    assert rerun, "the rerun is still queued behind the job the killed sweep left running"
+    stored = rerun[0]
+    assert (
+        f"1 node(s): stopped ranks of an earlier attempt still running on slurm job {running[0]}"
+        in capsys.readouterr().err
+    )
+    ended = slurm.run("scontrol", "show", "job", "--oneliner", running[0]).stdout
+    assert "JobState=CANCELLED" in ended or not ended.strip(), ended  # or already purged
+    assert stored["status"] == "failed" and stored["provenance"]["launch"]["job_id"] != running[0]
+    assert slurm.drained(within=60) == []
 
 
 def test_pytorch_ranks_meet_at_a_port_the_first_allocated_node_picked(slurm, tmp_path):

@@ -33,10 +33,10 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
 
 
 def stop_leftovers(cfg, nodes: int, partial: Path) -> list[str]:
-    """Before an interrupted point runs again: the hosts where ranks of the earlier attempt,
-    still writing into PARTIAL, were found and stopped (a sweep killed without its cleanup,
-    by SIGKILL or the OOM killer, leaves horovodrun's ranks over SSH running). A Slurm point's
-    job ends at its --time and is not looked for."""
+    """Before an interrupted point runs again: what of the earlier attempt, still writing into
+    PARTIAL, was found running and stopped (a sweep killed without its clean-up, by SIGKILL or
+    the OOM killer, leaves horovodrun's ranks over SSH, or its Slurm job, running): the hosts
+    its ranks ran on, or ["slurm job N"]."""
     if cfg.launcher == "slurm":
-        return []
+        return slurm.stop_leftovers(partial)
     return horovod.stop_leftovers(cfg, nodes, partial)

@@ -19,6 +19,7 @@ from pathlib import Path
 from dlperf_module_utils.dlperf_job import job_environment, srun_mpi
 
 from dlperf.launchers.common import INTERRUPTS, Launch, dlperf_binary
+from dlperf.results import write_bytes_atomic
 
 # The batch script of one point. srun starts a sampler on every allocated node (sharing the
 # job's CPUs with --overlap) reading a FIFO this script holds open, then the ranks; closing the
@@ -132,6 +133,7 @@ FINAL_STATES = {
     "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
     "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
 }  # fmt: skip
+JOB_ID_FILE = "slurm_job_id"  # in the point's directory: the job an attempt submitted
 POLL_S = 1.0  # sbatch --wait backs off to 32 s between looks: too coarse for minute-long points
 # States in which a job waits to run (or to run again): its time there is not run time. A point
 # may wait in the queue as long as the site's scheduler keeps it there.
@@ -231,6 +233,9 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         for signum in held[:1]:
             signal.raise_signal(signum)  # the interrupt, now that nothing is left behind
         return Launch(submit.returncode or 1, cmd, started, details)
+    # Kept in the point's directory: a sweep killed without its clean-up (SIGKILL, the OOM
+    # killer) leaves the job running, and the next attempt cancels it by this id.
+    write_bytes_atomic(partial / JOB_ID_FILE, f"{job_id}\n".encode())
     try:
         for signum in held[:1]:
             signal.raise_signal(signum)  # runs the restored handler: raises here
@@ -305,6 +310,22 @@ def _cancelled(job_id: str, state: dict) -> dict:
 
 def cancel(job_id: str) -> None:
     subprocess.run(["scancel", job_id], check=False, timeout=60, capture_output=True)
+
+
+def stop_leftovers(partial: Path) -> list[str]:
+    """The job an interrupted attempt at this point submitted, cancelled if Slurm still has it
+    queued or running: ["slurm job N"], or [] when there was none or it had ended."""
+    try:
+        job_id = (partial / JOB_ID_FILE).read_text().strip()
+    except OSError:
+        return []
+    if not job_id.isdigit():
+        return []
+    state = job_state(job_id)
+    if not state or state.get("JobState") in FINAL_STATES:
+        return []  # ended (or purged from slurmctld's memory: long ended)
+    _cancelled(job_id, state)
+    return [f"slurm job {job_id}"]
 
 
 def plan(cfg, nodes: int, partial: Path) -> list[str]:
