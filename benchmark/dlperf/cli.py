@@ -97,6 +97,12 @@ def _sweep_parser(sub) -> None:
         action="store_true",
         help="print each point's launch command (sbatch and srun, or horovodrun); start nothing",
     )
+    p.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the sweep of --run-id under --results that runs on this host (as its Ctrl-C "
+        "would: its ranks or batch job stopped, the point left to run again) and wait for it",
+    )
 
 
 def _allreduce_parser(sub) -> None:
@@ -285,6 +291,8 @@ def run_sweep_command(args, train_args: list[str]) -> int:
         run_sweep,
     )
 
+    if args.stop:
+        return stop_sweep_command(args, train_args)
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S")
     try:
         check_run_id(run_id)
@@ -322,6 +330,23 @@ def run_sweep_command(args, train_args: list[str]) -> int:
         return 128 + signum
     print(f"results in {cfg.results / cfg.run_id}")
     return 0 if all(v in ("ok", "skipped") for v in outcome.values()) else 1
+
+
+def stop_sweep_command(args, train_args: list[str]) -> int:
+    from dlperf.sweep import SweepError, check_run_id
+    from dlperf.sweep_stop import stop_sweep
+
+    if args.run_id is None:
+        raise UsageError("--stop: give the --run-id of the sweep to stop")
+    if train_args:
+        raise UsageError(f"--stop takes --results and --run-id only, not {' '.join(train_args)}")
+    try:
+        check_run_id(args.run_id)
+        _, said = stop_sweep(args.results.resolve(), args.run_id)
+    except SweepError as exc:
+        raise UsageError(str(exc)) from exc
+    print(said)
+    return 0
 
 
 def run_allreduce_command(args) -> int:

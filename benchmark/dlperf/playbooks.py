@@ -28,6 +28,7 @@ class PlaybookStopped(KeyboardInterrupt):
     def __init__(self, playbook: str, signum: int, name: str):
         super().__init__(f"{playbook} stopped by {name}")
         self.playbook, self.signum = playbook, signum
+        self.cleanup: str | None = None  # what was done after it, e.g. its sweeps stopped
 
 
 @dataclass

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from dlperf.playbooks import PlaybookResult, run_playbook
+from dlperf.playbooks import PlaybookResult, PlaybookStopped, run_playbook
 from dlperf.reproduce_progress import (
     PhaseProgress,
     clock,
@@ -66,7 +66,8 @@ class ReproduceConfig:
 
 
 def check(cfg: ReproduceConfig) -> None:
-    for name in ("site.yml", "playbooks/validate.yml", "playbooks/benchmark.yml", "ansible.cfg"):
+    for name in ("site.yml", "playbooks/validate.yml", "playbooks/benchmark.yml",
+                 "playbooks/stop.yml", "ansible.cfg"):  # fmt: skip
         if not (cfg.project / name).is_file():
             raise ReproduceError(
                 f"--project {cfg.project}: no {name} (run from the dlperf-cluster repository "
@@ -206,16 +207,22 @@ def run_reproduce(
         say(phase, f"{playbook}: starting{last}")
         show(state)
 
-        result: PlaybookResult = run_playbook(
-            cfg.project,
-            playbook,
-            str(cfg.inventory),
-            extravars,
-            artifacts_dir=cfg.run_dir / "ansible" / phase,
-            strategy=VIRTUAL_STRATEGY if cfg.virtual and phase != "cluster" else None,
-            **follow(state, show, say),
-            envvars={"DLPERF_PROGRESS_FILE": str(steps)},
-        )
+        try:
+            result: PlaybookResult = run_playbook(
+                cfg.project,
+                playbook,
+                str(cfg.inventory),
+                extravars,
+                artifacts_dir=cfg.run_dir / "ansible" / phase,
+                strategy=VIRTUAL_STRATEGY if cfg.virtual and phase != "cluster" else None,
+                **follow(state, show, say),
+                envvars={"DLPERF_PROGRESS_FILE": str(steps)},
+            )
+        except PlaybookStopped as stopped:
+            if phase == "benchmark":
+                say(phase, "stopped: stopping the sweeps it started on the launch node")
+                stopped.cleanup = stop_sweeps(cfg, extravars)
+            raise
         entry = {
             "playbook": playbook,
             "status": "ok" if result.ok else "failed",
@@ -258,6 +265,29 @@ def run_reproduce(
     record["report"] = str(report)
     write_atomic(record_file, record)
     return record
+
+
+def stop_sweeps(cfg: ReproduceConfig, extravars: dict) -> str:
+    """playbooks/stop.yml after a stopped benchmark phase: the sweep benchmark.yml started on
+    the launch node outlives the stopped ansible-playbook. What became of it, as a sentence."""
+    again = f"ansible-playbook -i {cfg.inventory} playbooks/stop.yml -e dlperf_run_id={cfg.run_id}"
+    try:
+        result = run_playbook(
+            cfg.project,
+            "playbooks/stop.yml",
+            str(cfg.inventory),
+            extravars,
+            artifacts_dir=cfg.run_dir / "ansible" / "stop",
+            strategy=VIRTUAL_STRATEGY if cfg.virtual else None,
+        )
+    except PlaybookStopped:
+        return f"stopping its sweeps was itself stopped: they run on until `{again}` stops them"
+    if not result.ok:
+        return (
+            f"its sweeps could not be stopped (log: {result.stdout_path}): they run on until "
+            f"`{again}` stops them"
+        )
+    return "its sweeps on the launch node were stopped (playbooks/stop.yml)"
 
 
 def deployed_site(before: dict) -> dict | None:
@@ -342,9 +372,11 @@ def run_command(cfg: ReproduceConfig, quiet: bool = False) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM inside a playbook (PlaybookStopped)
-        print(f"dlperf reproduce: {str(exc) or 'stopped by SIGINT'}; the phases that finished are "
-              f"kept, the stopped one runs again: resume with --run-id {cfg.run_id}",
-              file=sys.stderr)  # fmt: skip
+        cleanup = getattr(exc, "cleanup", None)
+        print(f"dlperf reproduce: {str(exc) or 'stopped by SIGINT'}; "
+              + (f"{cleanup}; " if cleanup else "")
+              + f"the phases that finished are kept, the stopped one runs again: resume with "
+              f"--run-id {cfg.run_id}", file=sys.stderr)  # fmt: skip
         return 128 + getattr(exc, "signum", signal.SIGINT)
     print("\n".join(phase_table(record)))
     table = results_table(cfg.run_dir)

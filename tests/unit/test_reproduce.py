@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dlperf.playbooks import PlaybookStopped
 from dlperf.reproduce import (
     ReproduceConfig,
     ReproduceError,
@@ -154,6 +155,17 @@ BENCHMARK = """- hosts: localhost
 """
 
 
+# Stands in for the sweeps' stop: records that it ran, for which run id.
+STOP = """- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.copy:
+        content: "{{ dlperf_run_id }}"
+        dest: "{{ dlperf_results_dir }}/{{ dlperf_run_id }}/stop-ran"
+        mode: "0644"
+"""
+
+
 ALIVE = f"    alive: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n"
 
 
@@ -168,6 +180,7 @@ def local_project(
     play = "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.ping:\n"
     for name in ("site.yml", "playbooks/validate.yml"):
         (project / name).write_text(play)
+    (project / "playbooks/stop.yml").write_text(STOP)
     (project / "playbooks/benchmark.yml").write_text(
         BENCHMARK.replace("STATUSES", json.dumps(statuses))
     )
@@ -283,6 +296,48 @@ def test_a_deployment_is_kept_while_its_machines_stand_and_redone_when_they_may_
     assert sent and time.monotonic() - sent[0] < 30  # stopped, not its 60 s sleep waited out
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C works again
     assert site_ran(run("unchanged"))
+
+
+def test_stopped_in_the_benchmark_phase_it_stops_the_sweeps_on_the_launch_node(tmp_path):
+    # The sweep benchmark.yml started over SSH outlives the stopped ansible-playbook: reproduce
+    # runs playbooks/stop.yml then, and says so. Stopped in another phase, it does not.
+    cfg = local_project(tmp_path, {"1nodes": "ok"}, run_id="halt")
+    started = tmp_path / "benchmark-started"
+    (cfg.project / "playbooks/benchmark.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - ansible.builtin.command: touch {started}\n"
+        "    - ansible.builtin.command: sleep 60\n"
+    )
+
+    def interrupt_once_started():
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if started.exists():
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    with pytest.raises(PlaybookStopped, match=r"benchmark\.yml stopped by SIGINT") as stopped:
+        run_reproduce(cfg)
+    assert (cfg.run_dir / "stop-ran").read_text() == "halt"
+    assert stopped.value.cleanup == (
+        "its sweeps on the launch node were stopped (playbooks/stop.yml)"
+    )
+
+    # a stop that fails says how to stop them by hand
+    (cfg.project / "playbooks/stop.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.fail:\n        msg: no launch node\n"
+    )
+    started.unlink()
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    with pytest.raises(PlaybookStopped) as stopped:
+        run_reproduce(cfg)
+    assert stopped.value.cleanup.startswith("its sweeps could not be stopped (log: ")
+    assert stopped.value.cleanup.endswith(
+        "they run on until `ansible-playbook -i hosts.yml playbooks/stop.yml "
+        "-e dlperf_run_id=halt` stops them"
+    )
 
 
 def test_a_run_id_stays_with_its_inventory(tmp_path):

@@ -1,0 +1,82 @@
+"""`dlperf sweep --stop` refusing what it must not stop; the real stop of a running sweep and
+its ranks is in tests/training/test_sweep_stop.py."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+
+import pytest
+from dlperf.cli import main
+
+
+def stop(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(["sweep", "--stop", *argv])
+    out = capsys.readouterr()
+    return rc, out.out.strip(), out.err.strip()
+
+
+@pytest.fixture
+def held(tmp_path):
+    """RESULTS/r1/sweep.lock held by this process, as a running sweep holds it; write the
+    holder line with .write()."""
+    run = tmp_path / "r1"
+    run.mkdir()
+    with (run / "sweep.lock").open("a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+
+        class Holder:
+            def write(self, text: str) -> None:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(text)
+                fh.flush()
+
+        yield Holder()
+
+
+def test_nothing_to_stop_is_said_and_not_an_error(tmp_path, capsys):
+    assert stop(capsys, "--results", str(tmp_path), "--run-id", "r1") == (
+        0, f"--run-id r1: no sweep of it under {tmp_path}: nothing to stop", ""
+    )  # fmt: skip
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "sweep.lock").write_text("pid 1 on elsewhere\n")  # its sweep ended
+    assert stop(capsys, "--results", str(tmp_path), "--run-id", "r1")[:2] == (
+        0, "--run-id r1: its sweep is not running: nothing to stop"
+    )  # fmt: skip
+
+
+def test_a_sweep_on_another_host_is_left_to_be_stopped_there(tmp_path, capsys, held):
+    held.write("pid 4242 on node9\n")
+    rc, _, err = stop(capsys, "--results", str(tmp_path), "--run-id", "r1")
+    assert rc == 2
+    assert err.startswith(
+        f"dlperf sweep: error: --run-id r1: its sweep runs on node9 (pid 4242), not on "
+        f"{socket.gethostname()}: stop it there"
+    )
+
+
+def test_a_lock_naming_a_process_that_is_no_sweep_stops_nothing(tmp_path, capsys, held):
+    held.write(f"pid {os.getpid()} on {socket.gethostname()}\n")  # this test: no dlperf sweep
+    rc, _, err = stop(capsys, "--results", str(tmp_path), "--run-id", "r1")
+    assert rc == 2
+    assert f"sweep.lock: pid {os.getpid()} is not a dlperf sweep (" in err
+    assert err.splitlines()[0].endswith("); nothing stopped")
+    held.write("garbage\n")
+    rc, _, err = stop(capsys, "--results", str(tmp_path), "--run-id", "r1")
+    assert rc == 2 and "sweep.lock: held, but it names no sweep ('garbage')" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        ([], "--stop: give the --run-id of the sweep to stop"),
+        (["--run-id", "r1", "--epochs", "3"], "--stop takes --results and --run-id only, not "
+         "--epochs 3"),
+        (["--run-id", "../x"], "--run-id '../x'"),
+    ],
+)  # fmt: skip
+def test_stop_input_is_checked(tmp_path, capsys, argv, needle):
+    rc, _, err = stop(capsys, "--results", str(tmp_path), *argv)
+    assert rc == 2 and needle in err, err
