@@ -230,6 +230,19 @@ def test_reproduce_ends_with_the_report_of_real_vm_runs(reproduced):
         assert "with the local launcher" in page
 
 
+def test_stop_yml_reaches_the_launch_node_as_the_benchmark_user_and_finds_the_sweeps_ended(
+    reproduced, tmp_path
+):
+    # what `dlperf reproduce` runs when it is stopped in its benchmark phase; the stop of a
+    # running sweep itself is in the training tier (tests/training/test_sweep_stop.py)
+    _, run = reproduced
+    stop = run_playbook(REPO, "playbooks/stop.yml", INVENTORY, {"dlperf_run_id": run.name},
+                        strategy=VIRTUAL_STRATEGY, artifacts_dir=tmp_path)  # fmt: skip
+    timed("stop.yml", stop)
+    assert stop.ok and stop.total_changed() == 0, stop.output_tail()
+    assert "--run-id throughput: its sweep is not running: nothing to stop" in stop.output_tail()
+
+
 def test_validation_passed_every_cross_node_check(reproduced):
     _, run = reproduced
     rows = json.loads((run / "validate.json").read_text())["rows"]
