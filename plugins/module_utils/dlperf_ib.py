@@ -7,6 +7,11 @@ import os
 # port_xmit_data / port_rcv_data count octets divided by 4 (IBA spec, "PortXmitData").
 DATA_COUNTERS = ("port_xmit_data", "port_rcv_data")
 PACKET_COUNTERS = ("port_xmit_packets", "port_rcv_packets")
+# Without the extended (64-bit) counters of PortCountersExtended, which the kernel reads when
+# the HCA has them, these are the 32-bit PortCounters, and those stop at their maximum instead
+# of wrapping: at EDR rates port_xmit_data gets there in under 2 s of traffic. A stopped counter
+# would read as no traffic at all; it reads as unknown (None) and the port lists it.
+SATURATED_32 = 2**32 - 1
 ARPHRD_INFINIBAND = "32"
 
 
@@ -47,11 +52,18 @@ def port_counters(port_dir: str, parent_netdev_dir: str | None = None) -> dict:
     counters = os.path.join(port_dir, "counters")
     out: dict = {}
     if os.path.isdir(counters):
-        for name in DATA_COUNTERS:
-            words = _int(os.path.join(counters, name))
-            out[name.replace("_data", "_bytes")] = words * 4 if words is not None else None
-        for name in PACKET_COUNTERS:
-            out[name] = _int(os.path.join(counters, name))
+        saturated = []
+        for name in (*DATA_COUNTERS, *PACKET_COUNTERS):
+            value = _int(os.path.join(counters, name))
+            if value == SATURATED_32:
+                saturated.append(name)
+                value = None
+            if name in DATA_COUNTERS:
+                out[name.replace("_data", "_bytes")] = value * 4 if value is not None else None
+            else:
+                out[name] = value
+        if saturated:
+            out["saturated"] = saturated
         out["source"] = "port counters"
         return out
     hw = os.path.join(port_dir, "hw_counters")

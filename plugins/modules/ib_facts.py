@@ -11,6 +11,8 @@ description:
     and returns each device's firmware, node type and GUID, and per port the state, physical
     state, rate, link layer, LID, GIDs and data counters in bytes (C(port_xmit_data) and
     C(port_rcv_data) count 4-byte words; this module multiplies by 4).
+  - A counter at 2^32-1 is a 32-bit one that has stopped at its maximum (an HCA without extended
+    counters); it is returned as null and named in C(counters.saturated), never as a count.
   - Soft-RoCE (C(rxe)) devices have no such port counters, only C(hw_counters) (packets); their
     byte counts come from the parent Ethernet device's statistics (C(counters.source) says so).
   - Reads C(/sys/class/net) for IPoIB interfaces (type 32) with their mode and MTU.
@@ -49,7 +51,8 @@ devices:
     - RDMA devices with name, firmware, node_type, node_guid, board_id, parent_netdev, soft_roce
       and ports.
     - Each port has state, phys_state, rate, rate_gbps, link_layer, lid, gids and counters with
-      port_xmit_bytes, port_rcv_bytes and the packet counts.
+      port_xmit_bytes, port_rcv_bytes and the packet counts (null where saturated, listed in
+      saturated).
   type: list
   elements: dict
   returned: always

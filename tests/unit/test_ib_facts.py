@@ -167,3 +167,32 @@ def test_the_active_ports_put_adapters_first_and_leave_ports_that_are_down_out(
         ("rxe0", "1", True),
     ]
     assert facts["active"][0]["link_layer"] == "Ethernet" and facts["active"][0]["rate"]
+
+
+def test_a_32_bit_counter_stopped_at_its_maximum_is_unknown_not_a_count(tmp_path):
+    # An HCA without extended counters: PortCounters are 32-bit and stop at 2^32-1 (in under 2 s
+    # of EDR traffic for port_xmit_data); read as a count, the port would show no traffic.
+    from dlperf.telemetry.sources import fabric
+    from dlperf_module_utils.dlperf_ib import port_counters
+
+    counters = tmp_path / "sys/class/infiniband/mlx4_0/ports/1/counters"
+    counters.mkdir(parents=True)
+    for name, value in {
+        "port_xmit_data": 2**32 - 1,
+        "port_rcv_data": 2**32 - 2,  # one below: still counting
+        "port_xmit_packets": 2**32 - 1,
+        "port_rcv_packets": 12,
+    }.items():
+        (counters / name).write_text(f"{value}\n")
+    got = port_counters(str(counters.parent))
+    assert got["port_xmit_bytes"] is None and got["port_xmit_packets"] is None
+    assert got["port_rcv_bytes"] == (2**32 - 2) * 4 and got["port_rcv_packets"] == 12
+    assert got["saturated"] == ["port_xmit_data", "port_xmit_packets"]
+    # the telemetry sample of the port (Fig. 6's input) likewise
+    assert fabric(str(tmp_path)) == {
+        "mlx4_0/1": {
+            "xmit_bytes": None,
+            "rcv_bytes": (2**32 - 2) * 4,
+            "saturated": ["port_xmit_data", "port_xmit_packets"],
+        }
+    }

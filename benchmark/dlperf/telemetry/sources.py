@@ -89,8 +89,10 @@ def fabric(sysfs_root: str = "/") -> dict:
     counters = read_counters(sysfs_root)
     if not counters:
         raise SourceMissing("no RDMA device in /sys/class/infiniband")
+    # A 32-bit counter stopped at its maximum reads None (unknown), its name kept beside it.
     return {
         port: {"xmit_bytes": c["port_xmit_bytes"], "rcv_bytes": c["port_rcv_bytes"]}
+        | ({"saturated": c["saturated"]} if c.get("saturated") else {})
         for port, c in counters.items()
     }
 
