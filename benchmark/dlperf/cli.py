@@ -338,6 +338,8 @@ def stop_sweep_command(args, train_args: list[str]) -> int:
 
     if args.run_id is None:
         raise UsageError("--stop: give the --run-id of the sweep to stop")
+    if args.dry_run:
+        raise UsageError("--stop and --dry-run: a stop is never a dry run; give one of them")
     if train_args:
         raise UsageError(f"--stop takes --results and --run-id only, not {' '.join(train_args)}")
     try:
@@ -345,6 +347,10 @@ def stop_sweep_command(args, train_args: list[str]) -> int:
         _, said = stop_sweep(args.results.resolve(), args.run_id)
     except SweepError as exc:
         raise UsageError(str(exc)) from exc
+    except KeyboardInterrupt:
+        print(f"dlperf sweep --stop: interrupted; the sweep of --run-id {args.run_id} was sent "
+              "SIGTERM and may still be ending", file=sys.stderr)  # fmt: skip
+        return 130
     print(said)
     return 0
 

@@ -270,7 +270,10 @@ def run_reproduce(
 def stop_sweeps(cfg: ReproduceConfig, extravars: dict) -> str:
     """playbooks/stop.yml after a stopped benchmark phase: the sweep benchmark.yml started on
     the launch node outlives the stopped ansible-playbook. What became of it, as a sentence."""
-    again = f"ansible-playbook -i {cfg.inventory} playbooks/stop.yml -e dlperf_run_id={cfg.run_id}"
+    by_hand = (
+        f"ansible-playbook -i {cfg.inventory} playbooks/stop.yml -e dlperf_run_id={cfg.run_id}"
+        + (" and the -e variables given here" if cfg.extra_vars else "")
+    )
     try:
         result = run_playbook(
             cfg.project,
@@ -280,14 +283,19 @@ def stop_sweeps(cfg: ReproduceConfig, extravars: dict) -> str:
             artifacts_dir=cfg.run_dir / "ansible" / "stop",
             strategy=VIRTUAL_STRATEGY if cfg.virtual else None,
         )
+        said = result.stdout_path.read_text(errors="replace") if result.ok else ""
     except PlaybookStopped:
-        return f"stopping its sweeps was itself stopped: they run on until `{again}` stops them"
+        return f"stopping its sweeps was itself stopped: they run on until `{by_hand}` stops them"
+    except Exception as exc:  # ansible-runner failing to start, an unreadable log
+        return f"its sweeps could not be stopped ({exc}): they run on until `{by_hand}` stops them"
     if not result.ok:
         return (
             f"its sweeps could not be stopped (log: {result.stdout_path}): they run on until "
-            f"`{again}` stops them"
+            f"`{by_hand}` stops them"
         )
-    return "its sweeps on the launch node were stopped (playbooks/stop.yml)"
+    if "stopped its sweep" in said or "killed" in said:
+        return "its sweep on the launch node was stopped (playbooks/stop.yml)"
+    return "no sweep of it was running on the launch node (playbooks/stop.yml)"
 
 
 def deployed_site(before: dict) -> dict | None:

@@ -262,9 +262,9 @@ def hold_run(root: Path, run_id: str):
             "without the guard against a second sweep of this run id",
             file=sys.stderr,
         )
-    fh.seek(0)
-    fh.truncate()
+    fh.seek(0)  # written over the last holder's line, then cut: never read empty
     fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    fh.truncate()
     fh.flush()
     return fh
 

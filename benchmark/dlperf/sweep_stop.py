@@ -47,11 +47,25 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         fh = lock.open("r+")  # NFS emulates flock with POSIX locks: LOCK_EX needs write access
     except FileNotFoundError:
         return False, f"--run-id {run_id}: no sweep of it under {results}: nothing to stop"
+    except OSError as exc:
+        raise SweepError(
+            f"{lock}: {exc.strerror}; run this as the user the sweep runs as"
+        ) from None
     with fh:
-        if not _running(fh, lock):
-            return False, f"--run-id {run_id}: its sweep is not running: nothing to stop"
-        holder = fh.read().strip()
-    named = HOLDER.fullmatch(holder)
+        # A sweep that has just taken the lock writes its line a moment later.
+        deadline = time.monotonic() + 5
+        while True:
+            if not _running(fh, lock):
+                return False, f"--run-id {run_id}: its sweep is not running: nothing to stop"
+            fh.seek(0)
+            holder = fh.read().strip()
+            named = HOLDER.fullmatch(holder)
+            here = named and named[2] == socket.gethostname()
+            if (named and (not here or psutil.pid_exists(int(named[1])))) or (
+                time.monotonic() > deadline
+            ):
+                break
+            time.sleep(0.2)
     if not named:
         raise SweepError(f"{lock}: held, but it names no sweep ({holder!r}); nothing stopped")
     pid, host = int(named[1]), named[2]
@@ -71,7 +85,12 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         raise SweepError(
             f"{lock}: pid {pid} is not a dlperf sweep ({' '.join(command)[:200]}); nothing stopped"
         )
-    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.send_signal(signal.SIGTERM)
+    except psutil.NoSuchProcess:
+        return False, f"--run-id {run_id}: its sweep (pid {pid}) ended: nothing to stop"
+    except psutil.Error as exc:
+        raise SweepError(f"--run-id {run_id}: pid {pid} cannot be signalled ({exc})") from None
     # Over when the lock is free: the sweep has ended (a process that has exited but is not yet
     # reaped by its parent still has a pid, not the lock).
     if _released(lock, wait_s):

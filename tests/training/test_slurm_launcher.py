@@ -204,6 +204,16 @@ def test_a_job_a_killed_sweep_left_running_is_cancelled_before_its_point_runs_ag
     assert stored["status"] == "failed" and stored["provenance"]["launch"]["job_id"] != running[0]
     assert slurm.drained(within=60) == []
 
+    # an id kept from before a controller's state was reset names another job now: left alone
+    other = slurm.run("sbatch", "--parsable", "--job-name=other", "--partition=test",
+                      "--wrap=sleep 120").stdout.strip()  # fmt: skip
+    partial.mkdir()
+    (partial / slurm_launcher.JOB_ID_FILE).write_text(f"{other}\n")
+    assert slurm_launcher.stop_leftovers(cfg, 1, partial) == []
+    assert slurm.run("squeue", "-h", "-o", "%i").stdout.split() == [other]
+    slurm.run("scancel", other)
+    assert slurm.drained(within=60) == []
+
 
 def test_pytorch_ranks_meet_at_a_port_the_first_allocated_node_picked(slurm, tmp_path):
     """PyTorch ranks take their place from SLURM_PROCID/SLURM_NTASKS and meet at MASTER_ADDR:

@@ -155,7 +155,8 @@ BENCHMARK = """- hosts: localhost
 """
 
 
-# Stands in for the sweeps' stop: records that it ran, for which run id.
+# Stands in for the sweeps' stop: records that it ran, for which run id, and says what
+# `dlperf sweep --stop` says when it stopped one.
 STOP = """- hosts: localhost
   gather_facts: false
   tasks:
@@ -163,6 +164,8 @@ STOP = """- hosts: localhost
         content: "{{ dlperf_run_id }}"
         dest: "{{ dlperf_results_dir }}/{{ dlperf_run_id }}/stop-ran"
         mode: "0644"
+    - ansible.builtin.debug:
+        msg: "--run-id tta: stopped its sweep (pid 4242) and what its running point had started"
 """
 
 
@@ -320,9 +323,7 @@ def test_stopped_in_the_benchmark_phase_it_stops_the_sweeps_on_the_launch_node(t
     with pytest.raises(PlaybookStopped, match=r"benchmark\.yml stopped by SIGINT") as stopped:
         run_reproduce(cfg)
     assert (cfg.run_dir / "stop-ran").read_text() == "halt"
-    assert stopped.value.cleanup == (
-        "its sweeps on the launch node were stopped (playbooks/stop.yml)"
-    )
+    assert stopped.value.cleanup == "its sweep on the launch node was stopped (playbooks/stop.yml)"
 
     # a stop that fails says how to stop them by hand
     (cfg.project / "playbooks/stop.yml").write_text(

@@ -75,6 +75,7 @@ def test_a_lock_naming_a_process_that_is_no_sweep_stops_nothing(tmp_path, capsys
         (["--run-id", "r1", "--epochs", "3"], "--stop takes --results and --run-id only, not "
          "--epochs 3"),
         (["--run-id", "../x"], "--run-id '../x'"),
+        (["--run-id", "r1", "--dry-run"], "--stop and --dry-run: a stop is never a dry run"),
     ],
 )  # fmt: skip
 def test_stop_input_is_checked(tmp_path, capsys, argv, needle):

@@ -38,5 +38,5 @@ def stop_leftovers(cfg, nodes: int, partial: Path) -> list[str]:
     the OOM killer, leaves horovodrun's ranks over SSH, or its Slurm job, running): the hosts
     its ranks ran on, or ["slurm job N"]."""
     if cfg.launcher == "slurm":
-        return slurm.stop_leftovers(partial)
+        return slurm.stop_leftovers(cfg, nodes, partial)
     return horovod.stop_leftovers(cfg, nodes, partial)

@@ -57,10 +57,14 @@ exit $rc
 """
 
 
+def job_name(cfg, nodes: int) -> str:
+    return f"dlperf-{cfg.run_id}-{nodes}n"
+
+
 def slurm_directives(cfg, nodes: int, partial: Path) -> list[str]:
     minutes = max(1, math.ceil(cfg.timeout / 60))
     lines = [
-        f"--job-name=dlperf-{cfg.run_id}-{nodes}n",
+        f"--job-name={job_name(cfg, nodes)}",
         f"--nodes={nodes}",
         f"--ntasks-per-node={cfg.procs_per_node}",
         "--exclusive",
@@ -219,7 +223,7 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         )
     except subprocess.TimeoutExpired:
         submit = subprocess.CompletedProcess(
-            cmd, 1, "", f"no answer within 300 s (a job named dlperf-{cfg.run_id}-{nodes}n may "
+            cmd, 1, "", f"no answer within 300 s (a job named {job_name(cfg, nodes)} may "
             "still be queued: squeue --name= finds it)",
         )  # fmt: skip
     finally:
@@ -233,10 +237,14 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         for signum in held[:1]:
             signal.raise_signal(signum)  # the interrupt, now that nothing is left behind
         return Launch(submit.returncode or 1, cmd, started, details)
-    # Kept in the point's directory: a sweep killed without its clean-up (SIGKILL, the OOM
-    # killer) leaves the job running, and the next attempt cancels it by this id.
-    write_bytes_atomic(partial / JOB_ID_FILE, f"{job_id}\n".encode())
     try:
+        # Kept in the point's directory: a sweep killed without its clean-up (SIGKILL, the OOM
+        # killer) leaves the job running, and the next attempt cancels it by this id.
+        try:
+            write_bytes_atomic(partial / JOB_ID_FILE, f"{job_id}\n".encode())
+        except OSError as exc:
+            with log.open("a") as fh:
+                fh.write(f"dlperf sweep: slurm job {job_id}: its id not kept ({exc})\n")
         for signum in held[:1]:
             signal.raise_signal(signum)  # runs the restored handler: raises here
         state = follow_job(job_id, cfg.timeout + GRACE_S, log, details)
@@ -312,9 +320,10 @@ def cancel(job_id: str) -> None:
     subprocess.run(["scancel", job_id], check=False, timeout=60, capture_output=True)
 
 
-def stop_leftovers(partial: Path) -> list[str]:
+def stop_leftovers(cfg, nodes: int, partial: Path) -> list[str]:
     """The job an interrupted attempt at this point submitted, cancelled if Slurm still has it
-    queued or running: ["slurm job N"], or [] when there was none or it had ended."""
+    queued or running: ["slurm job N"], or [] when there was none or it had ended. Only a job
+    of this point's name: ids start again at 1 on a controller whose state was reset."""
     try:
         job_id = (partial / JOB_ID_FILE).read_text().strip()
     except OSError:
@@ -324,6 +333,8 @@ def stop_leftovers(partial: Path) -> list[str]:
     state = job_state(job_id)
     if not state or state.get("JobState") in FINAL_STATES:
         return []  # ended (or purged from slurmctld's memory: long ended)
+    if state.get("JobName") != job_name(cfg, nodes):
+        return []  # the id is another job's now
     _cancelled(job_id, state)
     return [f"slurm job {job_id}"]
 
