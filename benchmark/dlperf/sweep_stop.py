@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import re
 import signal
 import socket
@@ -46,7 +47,7 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
     try:
         fh = lock.open("r+")  # NFS emulates flock with POSIX locks: LOCK_EX needs write access
     except FileNotFoundError:
-        return False, f"--run-id {run_id}: no sweep of it under {results}: nothing to stop"
+        return _stop_unlocked(results, run_id, f"no sweep of it under {results}")
     except OSError as exc:
         raise SweepError(
             f"{lock}: {exc.strerror}; run this as the user the sweep runs as"
@@ -56,7 +57,7 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         deadline = time.monotonic() + 5
         while True:
             if not _running(fh, lock):
-                return False, f"--run-id {run_id}: its sweep is not running: nothing to stop"
+                return _stop_unlocked(results, run_id, "its sweep is not running")
             fh.seek(0)
             holder = fh.read().strip()
             named = HOLDER.fullmatch(holder)
@@ -81,7 +82,7 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         raise SweepError(
             f"{lock}: held, but its holder, pid {pid}, cannot be read ({exc}); nothing stopped"
         ) from None
-    if "sweep" not in command or not any("dlperf" in Path(arg).name for arg in command[:3]):
+    if not _is_sweep(command):
         raise SweepError(
             f"{lock}: pid {pid} is not a dlperf sweep ({' '.join(command)[:200]}); nothing stopped"
         )
@@ -105,6 +106,56 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         f"--run-id {run_id}: its sweep (pid {pid}) had not ended {wait_s:.0f} s after SIGTERM: "
         "killed; its point's ranks or job are stopped when the point runs again"
     )
+
+
+def _flag(command: list[str], name: str) -> str | None:
+    for i, arg in enumerate(command):
+        if arg == name and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith(f"{name}="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _is_sweep(command: list[str]) -> bool:
+    return "sweep" in command and any("dlperf" in Path(arg).name for arg in command[:3])
+
+
+def _stop_unlocked(results: Path, run_id: str, why: str) -> tuple[bool, str]:
+    """No sweep holds the lock: one may be starting (it has not taken it yet), or run where
+    locks are not served. Such processes of this host, `dlperf sweep --results RESULTS
+    --run-id RUN_ID`, are stopped (none has launched a point: that comes after the lock)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        command = proc.info["cmdline"] or []
+        if proc.pid == os.getpid() or "--stop" in command or not _is_sweep(command):
+            continue
+        if _flag(command, "--run-id") != run_id:
+            continue
+        given = Path(_flag(command, "--results") or "results")
+        if (Path(proc.info["cwd"] or "/") / given).resolve() == results.resolve():
+            found.append(proc)
+    if not found:
+        return False, f"--run-id {run_id}: {why}: nothing to stop"
+    for proc in found:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while any(_alive(p) for p in found) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for proc in found:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    pids = ", ".join(str(p.pid) for p in found)
+    return True, f"--run-id {run_id}: stopped its sweep (pid {pids}), which had not started a point"
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Running, not ended (an ended process its parent has not reaped yet is a zombie)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _released(lock: Path, wait_s: float) -> bool:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 from dlperf.cli import main
@@ -81,3 +85,30 @@ def test_a_lock_naming_a_process_that_is_no_sweep_stops_nothing(tmp_path, capsys
 def test_stop_input_is_checked(tmp_path, capsys, argv, needle):
     rc, _, err = stop(capsys, "--results", str(tmp_path), *argv)
     assert rc == 2 and needle in err, err
+
+
+def test_a_sweep_that_has_not_taken_its_lock_yet_is_found_by_its_command_line(tmp_path, capsys):
+    # Ctrl-C in the first moments of benchmark.yml's sweep task: the sweep is starting (Python
+    # importing) and holds no lock yet. It is found by `--results` (relative to its working
+    # directory) and `--run-id`, and stopped; one of another run id is left alone.
+    fake = tmp_path / "bin" / "dlperf"
+    fake.parent.mkdir()
+    fake.write_text("import time\ntime.sleep(60)\n")  # as python runs the dlperf script
+    starting = subprocess.Popen(
+        [sys.executable, str(fake), "sweep", "--results", "res", "--run-id", "r1"], cwd=tmp_path
+    )
+    other = subprocess.Popen(
+        [sys.executable, str(fake), "sweep", "--results", "res", "--run-id=r2"], cwd=tmp_path
+    )
+    try:
+        time.sleep(0.3)
+        rc, out, _ = stop(capsys, "--results", str(tmp_path / "res"), "--run-id", "r1")
+        assert (rc, out) == (
+            0, f"--run-id r1: stopped its sweep (pid {starting.pid}), which had not started a point"
+        )  # fmt: skip
+        assert starting.wait(timeout=10) == -signal.SIGTERM
+        assert other.poll() is None
+    finally:
+        for proc in (starting, other):
+            proc.kill()
+            proc.wait()
