@@ -258,13 +258,15 @@ def build_report(
         "fig5_nas_read": nas,
         "fig6_fabric": fabric,
     }
-    images = {}
+    # Every file is made before any is written: a report that fails part-way leaves the last
+    # one whole, never new figures beside an old page.
+    pngs = {}
     for name, fig in figures.items():
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=110)
         plt.close(fig)
-        write_bytes_atomic(output / f"{name}.png", buf.getvalue())
-        images[name] = base64.b64encode(buf.getvalue()).decode()
+        pngs[name] = buf.getvalue()
+    images = {name: base64.b64encode(data).decode() for name, data in pngs.items()}
     rows = summary_rows(points)
     if tta:
         rows = merge_tta(rows, summary_rows(tta_points))
@@ -323,6 +325,8 @@ def build_report(
 </body></html>
 """
     )
-    write_bytes_atomic(output / "index.html", page.encode())
+    for name, data in pngs.items():
+        write_bytes_atomic(output / f"{name}.png", data)
     write_atomic(output / "summary.json", {"rows": rows})
+    write_bytes_atomic(output / "index.html", page.encode())  # last: the page says it is done
     return {"figures": figures, "rows": rows, "html": output / "index.html"}
