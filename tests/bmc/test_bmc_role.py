@@ -188,6 +188,19 @@ def test_virtual_media_boot_and_power_on(bmcs, second_run):
     again = bmcs.play("playbooks/bmc.yml", "--limit", FAKE_NODE, extra=extra)
     assert results(again, "Power on")[FAKE_NODE]["changed"] is False
 
+    # Another ISO while the first is still in the virtual CD (a reinstall with a new image):
+    # community.general's insert finds no free slot; the old one is ejected first.
+    (bmcs.workdir / "www" / "reinstall.iso").write_bytes(b"\0" * 64 * 1024)
+    other = dict(extra, bmc_virtual_media_url=bmcs.image_url.replace("installer", "reinstall"))
+    swap = bmcs.play("playbooks/bmc.yml", "--limit", FAKE_NODE, extra=other)
+    assert swap.rc == 0, swap.failed_tasks()
+    assert results(swap, "Eject the ISO the virtual CD holds")[FAKE_NODE]["changed"]
+    assert "/reinstall.iso" in bmcs.images.requests
+    system = bmcs.system(FAKE_NODE)
+    media = bmcs.get(FAKE_NODE, system["VirtualMedia"]["@odata.id"])["Members"]
+    images = {bmcs.get(FAKE_NODE, m["@odata.id"]).get("Image") for m in media}
+    assert other["bmc_virtual_media_url"] in images and bmcs.image_url not in images
+
 
 def test_validate_reports_the_bios_profile_each_node_runs(bmcs, second_run):
     report = bmcs.workdir / "validate.json"
