@@ -47,7 +47,7 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
     try:
         fh = lock.open("r+")  # NFS emulates flock with POSIX locks: LOCK_EX needs write access
     except FileNotFoundError:
-        return _stop_unlocked(results, run_id, f"no sweep of it under {results}")
+        return _stop_unlocked(results, run_id, f"no sweep of it under {results}", wait_s)
     except OSError as exc:
         raise SweepError(
             f"{lock}: {exc.strerror}; run this as the user the sweep runs as"
@@ -57,7 +57,7 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         deadline = time.monotonic() + 5
         while True:
             if not _running(fh, lock):
-                return _stop_unlocked(results, run_id, "its sweep is not running")
+                return _stop_unlocked(results, run_id, "its sweep is not running", wait_s)
             fh.seek(0)
             holder = fh.read().strip()
             named = HOLDER.fullmatch(holder)
@@ -109,45 +109,70 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
 
 
 def _flag(command: list[str], name: str) -> str | None:
+    """The value argparse would take for NAME: its last occurrence, `NAME V` or `NAME=V`."""
+    value = None
     for i, arg in enumerate(command):
         if arg == name and i + 1 < len(command):
-            return command[i + 1]
-        if arg.startswith(f"{name}="):
-            return arg.partition("=")[2]
-    return None
+            value = command[i + 1]
+        elif arg.startswith(f"{name}="):
+            value = arg.partition("=")[2]
+    return value
 
 
 def _is_sweep(command: list[str]) -> bool:
-    return "sweep" in command and any("dlperf" in Path(arg).name for arg in command[:3])
+    """`dlperf sweep ...` (the console script, or Python running it), not one of its wrappers
+    (ssh, sudo) nor a --stop or --dry-run of it."""
+    script = next((i for i, arg in enumerate(command[:2]) if Path(arg).name == "dlperf"), None)
+    if script is None and command[1:3] == ["-m", "dlperf"]:
+        script = 2
+    return (
+        script is not None
+        and command[script + 1 : script + 2] == ["sweep"]
+        and not {"--stop", "--dry-run"} & set(command)
+    )
 
 
-def _stop_unlocked(results: Path, run_id: str, why: str) -> tuple[bool, str]:
+def _stop_unlocked(
+    results: Path, run_id: str, why: str, wait_s: float = STOP_WAIT_S
+) -> tuple[bool, str]:
     """No sweep holds the lock: one may be starting (it has not taken it yet), or run where
     locks are not served. Such processes of this host, `dlperf sweep --results RESULTS
     --run-id RUN_ID`, are stopped (none has launched a point: that comes after the lock)."""
     found = []
     for proc in psutil.process_iter(["cmdline", "cwd"]):
         command = proc.info["cmdline"] or []
-        if proc.pid == os.getpid() or "--stop" in command or not _is_sweep(command):
+        if proc.pid == os.getpid() or not _is_sweep(command):
             continue
         if _flag(command, "--run-id") != run_id:
             continue
         given = Path(_flag(command, "--results") or "results")
+        if not given.is_absolute() and not proc.info["cwd"]:
+            continue  # relative to a working directory that cannot be read
         if (Path(proc.info["cwd"] or "/") / given).resolve() == results.resolve():
             found.append(proc)
     if not found:
         return False, f"--run-id {run_id}: {why}: nothing to stop"
     for proc in found:
-        with contextlib.suppress(psutil.Error):
+        try:
             proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_WAIT_S
-    while any(_alive(p) for p in found) and time.monotonic() < deadline:
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.Error as exc:
+            raise SweepError(
+                f"--run-id {run_id}: a sweep of it, pid {proc.pid}, cannot be signalled ({exc}); "
+                "run this as the user the sweep runs as"
+            ) from None
+    deadline = time.monotonic() + wait_s
+    while (alive := [p for p in found if _alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    for proc in found:
+    for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     pids = ", ".join(str(p.pid) for p in found)
-    return True, f"--run-id {run_id}: stopped its sweep (pid {pids}), which had not started a point"
+    killed = f"; killed {len(alive)} not ended {wait_s:.0f} s after SIGTERM" if alive else ""
+    return True, (
+        f"--run-id {run_id}: stopped its sweep (pid {pids}), which had not started a point{killed}"
+    )
 
 
 def _alive(proc: psutil.Process) -> bool:

@@ -90,7 +90,7 @@ def test_stop_input_is_checked(tmp_path, capsys, argv, needle):
 def test_a_sweep_that_has_not_taken_its_lock_yet_is_found_by_its_command_line(tmp_path, capsys):
     # Ctrl-C in the first moments of benchmark.yml's sweep task: the sweep is starting (Python
     # importing) and holds no lock yet. It is found by `--results` (relative to its working
-    # directory) and `--run-id`, and stopped; one of another run id is left alone.
+    # directory) and `--run-id`, and stopped; one of another run id, or a plan, is left alone.
     fake = tmp_path / "bin" / "dlperf"
     fake.parent.mkdir()
     fake.write_text("import time\ntime.sleep(60)\n")  # as python runs the dlperf script
@@ -100,6 +100,10 @@ def test_a_sweep_that_has_not_taken_its_lock_yet_is_found_by_its_command_line(tm
     other = subprocess.Popen(
         [sys.executable, str(fake), "sweep", "--results", "res", "--run-id=r2"], cwd=tmp_path
     )
+    plan = subprocess.Popen(  # a --dry-run starts nothing and holds nothing: left alone
+        [sys.executable, str(fake), "sweep", "--results", "res", "--run-id", "r1", "--dry-run"],
+        cwd=tmp_path,
+    )
     try:
         time.sleep(0.3)
         rc, out, _ = stop(capsys, "--results", str(tmp_path / "res"), "--run-id", "r1")
@@ -107,8 +111,8 @@ def test_a_sweep_that_has_not_taken_its_lock_yet_is_found_by_its_command_line(tm
             0, f"--run-id r1: stopped its sweep (pid {starting.pid}), which had not started a point"
         )  # fmt: skip
         assert starting.wait(timeout=10) == -signal.SIGTERM
-        assert other.poll() is None
+        assert other.poll() is None and plan.poll() is None
     finally:
-        for proc in (starting, other):
+        for proc in (starting, other, plan):
             proc.kill()
             proc.wait()

@@ -17,7 +17,7 @@ from dlperf.report.figures import (
     fig_throughput,
     fig_time_to_accuracy,
 )
-from dlperf.results import write_atomic, write_bytes_atomic
+from dlperf.results import write_bytes_atomic
 
 # The summary table has 16 columns: smaller type and tight cells keep it inside a 1280 px
 # window (the headless-browser test checks that nothing reaches the window's right edge).
@@ -325,8 +325,9 @@ def build_report(
 </body></html>
 """
     )
+    summary = (json.dumps({"rows": rows}, indent=2, sort_keys=True) + "\n").encode()
     for name, data in pngs.items():
         write_bytes_atomic(output / f"{name}.png", data)
-    write_atomic(output / "summary.json", {"rows": rows})
+    write_bytes_atomic(output / "summary.json", summary)
     write_bytes_atomic(output / "index.html", page.encode())  # last: the page says it is done
     return {"figures": figures, "rows": rows, "html": output / "index.html"}
