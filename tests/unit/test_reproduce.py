@@ -17,11 +17,11 @@ from dlperf.reproduce import (
     ReproduceConfig,
     ReproduceError,
     _phases,
-    parse_extra_vars,
     phase_table,
     run_command,
     run_reproduce,
 )
+from dlperf.reproduce_command import parse_extra_vars
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
