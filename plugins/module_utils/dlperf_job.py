@@ -159,6 +159,13 @@ def job_environment(base: dict, extra: dict | None = None, defaults: dict | None
     return env
 
 
+def stop_grace(launcher: str) -> float:
+    """Seconds from SIGTERM to SIGKILL when LAUNCHER's job is stopped: srun waits for its step
+    to end (Slurm's KillWait, 30 s by default, plus 2 s) and must not be killed before it has
+    ended its job; horovodrun and mpirun pass SIGTERM on to their ranks at once."""
+    return 40 if launcher == "srun" else 15
+
+
 def run_logged(
     cmd: list[str],
     log: str,

@@ -63,9 +63,11 @@ options:
   timeout:
     description:
       - Seconds after which the job is stopped (SIGTERM to the launcher and its ranks, SIGKILL
-        40 s later, after srun's own wait of KillWait + 2 s for the step to end) and reported
-        failed. With C(horovodrun) or C(mpirun), ranks of a failed or stopped job still
-        running on any of O(hosts) are then stopped (over SSH).
+        40 s later with C(srun), after its own wait of KillWait + 2 s for the step to end, and
+        15 s later with C(horovodrun) or C(mpirun), which pass SIGTERM on to the ranks at once)
+        and reported failed. With C(horovodrun) or C(mpirun), ranks of a failed or stopped job
+        still running on any of O(hosts) are then stopped (over SSH). A module that Ansible
+        ends with SIGTERM stops its job the same way.
     type: int
     default: 3600
   start_timeout:
@@ -157,6 +159,7 @@ from ansible_collections.dlperf.cluster.plugins.module_utils.dlperf_job import (
     read_result,
     rendezvous_environment,
     run_logged,
+    stop_grace,
     stop_stray_ranks,
     summarise,
 )
@@ -224,7 +227,7 @@ def main() -> None:
     start = time.monotonic()
     raise_on_termination()
     try:
-        rc = run_logged(cmd, log, env, output, p["timeout"])
+        rc = run_logged(cmd, log, env, output, p["timeout"], grace=stop_grace(p["launcher"]))
     except BaseException:  # stopped (SIGTERM, SIGHUP): its launcher is; its ranks must be too
         if p["launcher"] != "srun":
             stop_stray_ranks(host_names(p["hosts"]), output, p["dlperf"])

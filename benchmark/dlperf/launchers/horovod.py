@@ -17,6 +17,7 @@ from dlperf_module_utils.dlperf_job import (
     launch_command,
     rendezvous_environment,
     run_logged,
+    stop_grace,
     stop_stray_ranks,
 )
 
@@ -124,7 +125,9 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         # horovodrun stays in the sweep's process group: a Ctrl-C, a hangup or a kill of the
         # group reaches it as it reaches the sweep. Past --timeout or on an interrupt it gets
         # SIGTERM (it stops its ranks, 5 s each at most), SIGKILL 15 s later.
-        rc = run_logged(cmd, str(log), env, None, cfg.timeout, grace=15, own_session=False)
+        rc = run_logged(
+            cmd, str(log), env, None, cfg.timeout, grace=stop_grace("horovodrun"), own_session=False
+        )
         if rc is None:
             rc = -9
             note(log, f"the point ran past --timeout {cfg.timeout} s: stopped horovodrun")
