@@ -159,10 +159,13 @@ for log in sorted(out.glob("runs/*.log")):  # a run that left no result: why, in
         print(f"{log.stem:28s} no result: {why[-1]}")
 rows = [json.loads(l) for l in (out / "runs/telemetry.jsonl").read_text().splitlines()[1:]]
 gpu = [g for row in rows for g in (row.get("gpu") or {}).values()]
+def peak(key, scale=1.0, unit=""):  # a reading NVML does not give (MIG, no power sensor): n/a
+    values = [g[key] for g in gpu if g.get(key) is not None]
+    return f"{max(values) / scale:.1f}{unit}" if values else "n/a"
 if gpu:
-    print(f"telemetry: {len(rows)} samples; GPU util max {max(g['util_percent'] for g in gpu)} %, "
-          f"power max {max(g['power_w'] for g in gpu):.0f} W, "
-          f"memory max {max(g['mem_used_bytes'] for g in gpu) / 2**30:.1f} GiB")
+    print(f"telemetry: {len(rows)} samples; GPU util max {peak('util_percent', unit=' %')}, "
+          f"power max {peak('power_w', unit=' W')}, "
+          f"memory max {peak('mem_used_bytes', 2**30, ' GiB')}")
 else:
     print(f"telemetry: {len(rows)} samples, no GPU source")
 EOF

@@ -94,7 +94,11 @@ def test_an_installed_copy_runs_modules_filters_and_a_role_by_fqcn(installed_col
                     "register": "ib",
                     "dlperf.cluster.ib_facts": {"sysfs_root": str(sysfs)},
                 },
-                {"name": "GPUs", "register": "gpu", "dlperf.cluster.gpu_facts": {}},
+                {  # a node without a driver, whatever this machine has
+                    "name": "GPUs",
+                    "register": "gpu",
+                    "dlperf.cluster.gpu_facts": {"nvidia_smi": str(tmp_path / "no-nvidia-smi")},
+                },
                 {
                     "name": "A host list",
                     "ansible.builtin.set_fact": {

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from dlperf.report.html import build_report
 
+from tests.host import nfs_mounts, nvml_answers, rdma_devices
+
 from .conftest import BIN, TINY, dlperf, sweep
 
 TTA = [
@@ -54,9 +56,10 @@ def test_sweep_writes_one_complete_point_per_node_count(swept):
         assert (point / "mllog.txt").is_file() and (point / "train.log").is_file()
         (telemetry,) = (point / "telemetry").glob("*.jsonl")
         lines = [json.loads(line) for line in telemetry.read_text().splitlines()]
-        assert (
-            lines[0]["header"] and "gpu" in lines[0]["missing"]
-        )  # no GPU here: recorded, not fatal
+        assert lines[0]["header"]
+        # sampled on a GPU node; without one (NVML not answering) recorded, and not fatal
+        gpu = nvml_answers()
+        assert ("gpu" in lines[0]["sources"]) == gpu and ("gpu" in lines[0]["missing"]) != gpu
         *rows, footer = lines[1:]  # samples, then the sampler's own cost
         assert len(rows) >= 2 and all("host" in row and "network" in row for row in rows)
         assert footer["footer"] and footer["samples"] == len(rows)
@@ -148,11 +151,12 @@ def test_report_has_four_figures_a_table_and_the_speedups(swept, tmp_path):
         r1["throughput_img_per_s"],
         r2["throughput_img_per_s"],
     ]
-    # No NFS mounts or RDMA devices here: the figures say so instead of drawing nothing.
+    # Without NFS mounts or RDMA devices (the machines that run these tests) the figures say
+    # so instead of drawing nothing.
     (fig5,) = report["figures"]["fig5_nas_read"].axes
-    assert any("no NFS mounts" in t.get_text() for t in fig5.texts)
+    assert any("no NFS mounts" in t.get_text() for t in fig5.texts) is not bool(nfs_mounts())
     (fig6,) = report["figures"]["fig6_fabric"].axes
-    assert any("no RDMA device" in t.get_text() for t in fig6.texts)
+    assert any("no RDMA device" in t.get_text() for t in fig6.texts) is not bool(rdma_devices())
     page = report["html"].read_text()
     assert page.count('src="data:image/png;base64,') == 4
     # headings say what each figure is, captions say what was measured where, and what is not

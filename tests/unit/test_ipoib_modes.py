@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_role_gating import messages
+from .test_role_gating import messages, no_ipoib
 from .test_role_input_validation import apply_role, inventory
 
 
@@ -103,8 +103,9 @@ def staged(run) -> str:
     ],
     ids=["datagram-2k", "datagram-4k", "connected", "pkey-full", "pkey-low", "pkey-number"],
 )
-def test_the_staged_interface_its_mode_mtu_and_pkey(run_playbook, extra, expected):
+def test_the_staged_interface_its_mode_mtu_and_pkey(run_playbook, tmp_path, extra, expected):
     settings = {"ipoib_stage_without_device": True, "ipoib_backend": "ifupdown", **extra}
+    settings |= no_ipoib(tmp_path)
     run = run_playbook(apply_role("ipoib"), inventory(), settings)
     assert run.rc == 0, run.failed_tasks()
     note = staged(run)

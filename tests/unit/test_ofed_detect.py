@@ -1,6 +1,6 @@
 """The ofed role's hardware seam: the kernel's RDMA drivers and the adapter on the PCI bus, read
-before anything is installed. Real ansible-playbook runs in check mode on this machine (no RDMA
-drivers, no ConnectX); a host with them is a tree in the kernel's layout (module/ib_core,
+before anything is installed. Real ansible-playbook runs in check mode on this machine; a host with
+or without them is a tree in the kernel's layout (module/ib_core,
 bus/pci/devices/<address>/vendor, lib/modules/<kernel>/kernel/drivers/infiniband) pointed at
 through the role's internal __ofed_sysfs and __ofed_modules_root."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .test_role_gating import messages
+from .test_role_gating import bare_sysfs, messages
 from .test_role_input_validation import apply_role, inventory
 
 
@@ -32,8 +32,11 @@ def ran(run) -> list[str]:
             if not res.get("skipped")]  # fmt: skip
 
 
-def test_required_rdma_on_a_kernel_without_it_fails_before_any_change(run_playbook):
-    run = run_playbook(apply_role("ofed"), inventory(), {"ofed_required": True})
+def test_required_rdma_on_a_kernel_without_it_fails_before_any_change(run_playbook, tmp_path):
+    # no ib_core loaded, no infiniband drivers in the module tree, nothing on the PCI bus
+    tree = {"__ofed_sysfs": str(bare_sysfs(tmp_path / "sys")),
+            "__ofed_modules_root": str(tmp_path / "lib-modules")}  # fmt: skip
+    run = run_playbook(apply_role("ofed"), inventory(), {"ofed_required": True, **tree})
     assert run.rc != 0
     [(_name, message)] = run.failed_tasks()
     assert "ofed_required is true" in message and "has no RDMA drivers" in message, message

@@ -1,6 +1,8 @@
 """Hardware a host lacks is skipped with a message, or fails when the inventory requires it.
 
-Real roles on localhost in check mode: this machine has no IPoIB device and no NVIDIA GPU.
+Real roles on localhost in check mode, reading a host without an IPoIB device or an NVIDIA GPU:
+an empty tree in sysfs' layout and an nvidia-smi that is not there, pointed at through the
+roles' internal variables, so that the tests hold on a machine that has either.
 """
 
 from __future__ import annotations
@@ -19,25 +21,46 @@ def messages(run) -> list[str]:
     return [str(res.get("msg", "")) for _, _, res in run.task_results()]
 
 
-def test_ipoib_without_device_skips_with_a_message_and_changes_nothing(run_playbook):
-    run = run_playbook(apply_role("ipoib"), inventory(), {})
+def bare_sysfs(root: Path) -> Path:
+    """A sysfs with an empty PCI bus, no network interface and no module loaded."""
+    for sub in ("bus/pci/devices", "class/net", "module"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def no_ipoib(tmp_path: Path) -> dict:
+    return {"__ipoib_sysfs": str(bare_sysfs(tmp_path / "sys"))}
+
+
+def no_gpu(tmp_path: Path) -> dict:
+    return {
+        "__cuda_sysfs": str(bare_sysfs(tmp_path / "sys")),
+        "__cuda_nvidia_smi": str(tmp_path / "no-driver" / "nvidia-smi"),
+    }
+
+
+def test_ipoib_without_device_skips_with_a_message_and_changes_nothing(run_playbook, tmp_path):
+    run = run_playbook(apply_role("ipoib"), inventory(), no_ipoib(tmp_path))
     assert run.rc == 0, run.failed_tasks()
     skips = [m for m in messages(run) if m.startswith("SKIP:")]
     assert len(skips) == 1 and "no IPoIB interface ib0" in skips[0], skips
     assert run.stats["localhost"]["changed"] == 0
 
 
-def test_ipoib_required_without_device_fails_naming_the_setting(run_playbook):
-    run = run_playbook(apply_role("ipoib"), inventory(), {"ipoib_required": True})
+def test_ipoib_required_without_device_fails_naming_the_setting(run_playbook, tmp_path):
+    run = run_playbook(
+        apply_role("ipoib"), inventory(), {"ipoib_required": True, **no_ipoib(tmp_path)}
+    )
     assert run.rc != 0
     [(_name, message)] = run.failed_tasks()
     assert "ipoib_required is true" in message and "no such device" in message, message
     assert run.stats["localhost"]["changed"] == 0
 
 
-def test_cuda_without_gpu_installs_no_driver_and_says_why(run_playbook):
+def test_cuda_without_gpu_installs_no_driver_and_says_why(run_playbook, tmp_path):
     parts_off = {f"cuda_install_{p}": False for p in ("runtime", "toolkit", "cudnn", "nccl")}
-    run = run_playbook(apply_role("cuda"), inventory(), {"cuda_source": "debian", **parts_off})
+    settings = {"cuda_source": "debian", **parts_off, **no_gpu(tmp_path)}
+    run = run_playbook(apply_role("cuda"), inventory(), settings)
     assert run.rc == 0, run.failed_tasks()
     notes = [m for m in messages(run) if m.startswith("NO GPU:")]
     assert len(notes) == 1 and "no driver is installed" in notes[0], messages(run)
@@ -49,9 +72,9 @@ def test_cuda_without_gpu_installs_no_driver_and_says_why(run_playbook):
     assert "cuda : Decide about the driver" in ran
 
 
-def test_cuda_without_gpu_gets_no_part_and_no_package_source_by_default(run_playbook):
+def test_cuda_without_gpu_gets_no_part_and_no_package_source_by_default(run_playbook, tmp_path):
     # The reference's settings (NVIDIA's repository, every part): none of it on a GPU-less host.
-    run = run_playbook(apply_role("cuda"), inventory(), {})
+    run = run_playbook(apply_role("cuda"), inventory(), no_gpu(tmp_path))
     assert run.rc == 0, run.failed_tasks()
     [note] = [m for m in messages(run) if m.startswith("NO GPU:")]
     assert "none without a GPU (cuda_install_without_gpu: false)" in note, note
@@ -62,12 +85,30 @@ def test_cuda_without_gpu_gets_no_part_and_no_package_source_by_default(run_play
     assert run.stats["localhost"]["changed"] == 0
 
 
-def test_cuda_required_without_gpu_fails_naming_the_setting(run_playbook):
-    run = run_playbook(apply_role("cuda"), inventory(), {"cuda_required": True})
+def test_cuda_required_without_gpu_fails_naming_the_setting(run_playbook, tmp_path):
+    run = run_playbook(apply_role("cuda"), inventory(), {"cuda_required": True, **no_gpu(tmp_path)})
     assert run.rc != 0
     [(_name, message)] = run.failed_tasks()
     assert "cuda_required is true" in message and "0x10de" in message, message
     assert run.stats["localhost"]["changed"] == 0
+
+
+def test_cuda_counts_the_gpus_on_the_bus_it_is_pointed_at(run_playbook, tmp_path):
+    """The seam the tests above rely on: a V100 in the tree is seen, and the driver wanted."""
+    settings = no_gpu(tmp_path)
+    device = Path(settings["__cuda_sysfs"]) / "bus/pci/devices/0000:3b:00.0"
+    device.mkdir()
+    (device / "vendor").write_text("0x10de\n")
+    (device / "class").write_text("0x030200\n")
+    run = run_playbook(apply_role("cuda"), inventory(), {"cuda_required": True, **settings})
+    [decided] = [
+        res["ansible_facts"]
+        for task, _, res in run.task_results()
+        if task == "cuda : Decide about the driver"
+    ]
+    assert int(decided["__cuda_gpu_count"]) == 1, decided
+    assert decided["__cuda_driver_wanted"] is True, decided
+    assert not [m for m in messages(run) if m.startswith("NO GPU:")]
 
 
 def test_dl_stack_node_without_the_wheelhouse_fails_before_any_change(run_playbook):

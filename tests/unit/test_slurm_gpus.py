@@ -1,6 +1,7 @@
 """The slurm role's GPU count: nvidia-smi's, checked against the GPUs on the PCI bus. A real
-ansible-playbook run of the role in check mode on this machine (no NVIDIA driver), its PCI bus
-a tree in the kernel's layout pointed at through the role's internal __slurm_sysfs_pci_root."""
+ansible-playbook run of the role in check mode on this machine, its PCI bus a tree in the
+kernel's layout and its nvidia-smi one that is not there (no NVIDIA driver), pointed at through
+the role's internal __slurm_sysfs_pci_root and __slurm_nvidia_smi."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ def pci_bus(root: Path, devices: dict[str, tuple[str, str]]) -> Path:
         (root / address / "vendor").write_text(vendor + "\n")
         (root / address / "class").write_text(pci_class + "\n")
     return root
+
+
+def node(bus: Path, tmp_path: Path) -> dict:
+    """The role's view of a node with BUS and no NVIDIA driver."""
+    return {
+        "__slurm_sysfs_pci_root": str(bus),
+        "__slurm_nvidia_smi": str(tmp_path / "no-driver" / "nvidia-smi"),
+    }
 
 
 def compute_inventory() -> dict:
@@ -32,7 +41,7 @@ def test_a_gpu_that_nvidia_smi_does_not_report_stops_the_role_before_slurm_conf(
         "0000:5e:00.0": ("0x15b3", "0x020700"),  # the ConnectX
     })  # fmt: skip
     play = dict(apply_role("slurm")[0], gather_subset=["min", "hardware"])  # slurm.conf's facts
-    run = run_playbook([play], compute_inventory(), {"__slurm_sysfs_pci_root": str(bus)})
+    run = run_playbook([play], compute_inventory(), node(bus, tmp_path))
     assert run.rc != 0
     [(name, message)] = run.failed_tasks()
     assert name.endswith("Stop when the node has GPUs that nvidia-smi does not report"), name
@@ -63,7 +72,7 @@ def test_a_node_that_failed_before_its_gpus_were_counted_keeps_them_in_slurm_con
     inv = inventory()
     inv["all"]["children"]["compute"]["hosts"]["c1"] = dict(LOCAL, cluster_ip="198.18.0.11")
     play = dict(apply_role("slurm")[0], hosts="all", gather_subset=["min", "hardware"])
-    extra = {"__slurm_sysfs_pci_root": str(bus), "__slurm_config_dir": str(config)}
+    extra = {**node(bus, tmp_path), "__slurm_config_dir": str(config)}
     run = run_playbook([play], inv, extra)
     failed = run.failed_tasks()
     assert failed[0][0].endswith("Stop when the node has GPUs that nvidia-smi does not report")
