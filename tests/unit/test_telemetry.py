@@ -237,8 +237,9 @@ def test_a_stop_signal_ends_a_long_interval_at_once(tmp_path):
     assert read_footer(out) is not None
 
 
-def fake_nvml(lost_at_start: set[int], unsupported: dict[int, str]):
-    """A stand-in of nvidia-ml-py's module (no GPU here): three GPUs, NVML's error classes."""
+def fake_nvml(lost_at_start: set[int], unsupported: dict[int, str], denied: dict[int, str]):
+    """A stand-in of nvidia-ml-py's module (no GPU here): three GPUs, NVML's error classes; a
+    GPU's reading UNSUPPORTED, or DENIED to this process."""
     import types
 
     nvml = types.ModuleType("pynvml")
@@ -252,7 +253,11 @@ def fake_nvml(lost_at_start: set[int], unsupported: dict[int, str]):
     class NVMLError_GpuIsLost(NVMLError):
         pass
 
+    class NVMLError_NoPermission(NVMLError):
+        pass
+
     nvml.NVMLError, nvml.NVMLError_NotSupported = NVMLError, NVMLError_NotSupported
+    nvml.NVMLError_NoPermission = NVMLError_NoPermission
     nvml.NVMLError_GpuIsLost = NVMLError_GpuIsLost
     nvml.gone = set()  # GPUs that fall off the bus later
 
@@ -267,6 +272,8 @@ def fake_nvml(lost_at_start: set[int], unsupported: dict[int, str]):
                 raise NVMLError_GpuIsLost("GPU is lost")
             if unsupported.get(h) == kind:
                 raise NVMLError_NotSupported("Not Supported")
+            if denied.get(h) == kind:
+                raise NVMLError_NoPermission("Insufficient Permissions")
             return make()
 
         return read
@@ -283,15 +290,16 @@ def fake_nvml(lost_at_start: set[int], unsupported: dict[int, str]):
 def test_a_gpu_lost_or_without_a_reading_leaves_the_others_sampled(tmp_path, monkeypatch):
     from dlperf.telemetry.sampler import Sampler
 
-    # GPU 2 fell off the bus before the run; GPU 1 runs MIG (no utilisation reading)
-    nvml = fake_nvml(lost_at_start={2}, unsupported={1: "util"})
+    # GPU 2 fell off the bus before the run; GPU 1 runs MIG (no utilisation reading) in a
+    # container that may not read its power
+    nvml = fake_nvml(lost_at_start={2}, unsupported={1: "util"}, denied={1: "power"})
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     sampler = Sampler(tmp_path / "t.jsonl", 1.0)
     assert sampler.missing["gpu:2"] == "NVMLError_GpuIsLost: GPU is lost"
     first = sampler.sample()["gpu"]
     assert first == {
         "0": {"util_percent": 97, "mem_used_bytes": 2**30, "power_w": 250.0},
-        "1": {"util_percent": None, "mem_used_bytes": 2**30, "power_w": 250.0},
+        "1": {"util_percent": None, "mem_used_bytes": 2**30, "power_w": None},
     }
     nvml.gone.add(0)  # GPU 0 falls off mid-run: said once, GPU 1 sampled on
     second = sampler.sample()["gpu"]

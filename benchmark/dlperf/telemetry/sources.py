@@ -109,8 +109,9 @@ def host() -> dict:
 
 class Gpu:
     """NVML through nvidia-ml-py; initialised once. A reading a GPU does not support (utilisation
-    under MIG, power on some boards) is None; a GPU NVML cannot reach (fallen off the bus, no
-    permission) is left out with its reason in `lost`, the others sampled on."""
+    under MIG, power on some boards) or that this process may not read (power inside some
+    containers) is None; a GPU NVML cannot reach (fallen off the bus, no permission to its
+    handle) is left out with its reason in `lost`, the others sampled on."""
 
     def __init__(self) -> None:
         try:
@@ -121,6 +122,11 @@ class Gpu:
         except Exception as exc:  # library missing, no driver, no GPU
             raise SourceMissing(f"NVML unavailable: {type(exc).__name__}: {exc}") from exc
         self.nvml = pynvml
+        self.unreadable = tuple(
+            getattr(pynvml, name)
+            for name in ("NVMLError_NotSupported", "NVMLError_NoPermission")
+            if hasattr(pynvml, name)
+        )
         self.handles: dict[str, object] = {}
         self.lost: dict[str, str] = {}
         for i in range(count):
@@ -135,7 +141,7 @@ class Gpu:
     def _reading(self, read, handle, field: str):
         try:
             value = read(handle)
-        except self.nvml.NVMLError_NotSupported:
+        except self.unreadable:
             return None
         return getattr(value, field) if field else value
 
