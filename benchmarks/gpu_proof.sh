@@ -13,14 +13,18 @@
 #  5. the MXNet engine on the same GPU, NCHW and NHWC (its failure is recorded when it cannot
 #     load);
 #  6. dlperf allreduce on the GPU, one rank: torch.distributed (NCCL) and Horovod on MXNet.
-# Every step runs even when an earlier one failed; summary.txt holds the numbers.
+# Every step runs even when an earlier one failed, each within STEP_S seconds (a hang in one,
+# in NCCL's set-up or a compile, costs that step alone); summary.txt holds the numbers, also
+# when the script is stopped (SIGTERM, Ctrl-C) part-way.
 #
 # Usage:  benchmarks/gpu_proof.sh OUTDIR
 # Env:    DLPERF   the dlperf command (default: dlperf; e.g. "python3 -m dlperf")
 #         BATCH    images per GPU (default 256)   ITERS / WARMUP   steps / untimed (200 / 50)
 #         DEVICE   gpu (default) or cpu           MODEL_ARGS   extra train flags (default none)
 #         IMAGES   JPEGs packed for the input-pipeline runs (default 8192: two batches of 256
-#                  per DataLoader worker of a 16-core node in every epoch)
+#                  per DataLoader worker of a 16-core node in every epoch), in a scratch
+#                  directory under TMPDIR that is removed at the end
+#         STEP_S   seconds each run may take, then it is stopped and says so (default 240)
 # With DEVICE=cpu, small MODEL_ARGS and the fixture nvidia-smi, the whole script runs on a CPU
 # machine: tests/training/test_gpu_proof.py does that, so a GPU node's minutes go to numbers.
 set -uo pipefail
@@ -29,10 +33,106 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 read -r -a dlperf <<<"${DLPERF:-dlperf}"
 python=${PYTHON:-python3}
 batch=${BATCH:-256} iters=${ITERS:-200} warmup=${WARMUP:-50}
-device=${DEVICE:-gpu} images=${IMAGES:-8192}
+device=${DEVICE:-gpu} images=${IMAGES:-8192} step_s=${STEP_S:-240}
 read -r -a model_args <<<"${MODEL_ARGS:-}"
 mkdir -p "$out/fixture" "$out/runs"
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpu_proof.XXXXXX")
 step() { echo "=== $* ($(date -u +%H:%M:%S))"; }
+sampler="" running=""
+
+bounded() {  # LOG ARGS...: ARGS within STEP_S seconds, output to LOG; its exit status
+  local log=$1 rc
+  shift
+  # In the background, so that a SIGTERM to the script is taken at once (wait returns).
+  timeout -k 10 "$step_s" "$@" >"$log" 2>&1 &
+  running=$!
+  wait "$running"
+  rc=$?
+  running=""
+  if ((rc == 124 || rc == 137)); then
+    echo "gpu_proof: stopped after STEP_S=$step_s s" >>"$log"
+  fi
+  echo "rc=$rc"
+  return "$rc"
+}
+
+finish() {  # the summary and the archive of the runs; the scratch data removed
+  trap - TERM INT
+  if [[ -n $running ]]; then kill -TERM "$running" 2>/dev/null; wait "$running"; fi
+  if [[ -n $sampler ]]; then kill -TERM "$sampler" 2>/dev/null; wait "$sampler"; fi
+  rm -rf "$scratch"
+step "summary"
+"$python" - "$out" <<'EOF' | tee "$out/summary.txt"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for res in sorted(out.glob("runs/*/result.json")):
+    r = json.loads(res.read_text())
+    p = r.get("provenance", {})
+    rate = r.get("throughput_img_per_s")
+    print(f"{res.parent.name:28s} {r['status']:6s} "
+          f"{'%.0f img/s' % rate if rate else '-':>12s}  first step {r.get('first_step_s') or 0:.1f} s"
+          f"  {r.get('precision')} {p.get('layout')} {p.get('loader')} {p.get('gpu_model')}"
+          f" torch {p.get('torch')}"
+          f" cuda {p.get('torch_cuda')} cudnn {p.get('cudnn')} nccl {p.get('nccl')}"
+          f" driver {p.get('driver')}")
+# One GPU's ResNet-50 v1.5 training rate against the goal (3,000 img/s on an H200) and the
+# ~4,600 img/s per H100 of MLPerf-class submissions
+rates = {}
+for name in ("pytorch-nhwc", "pytorch-nhwc-compile", "pytorch-nchw"):  # the synthetic-data runs
+    res = out / "runs" / name / "result.json"
+    rate = json.loads(res.read_text()).get("throughput_img_per_s") if res.exists() else None
+    if rate:
+        rates[name] = rate
+if rates:
+    name, rate = max(rates.items(), key=lambda kv: kv[1])
+    print(f"best synthetic rate: {rate:.0f} img/s ({name}): {rate / 3000:.2f} of the 3,000 img/s "
+          f"goal, {rate / 4600:.2f} of ~4,600 img/s (MLPerf-class, H100)")
+for res in sorted(out.glob("runs/allreduce-*.json")):
+    a = json.loads(res.read_text())
+    print(f"{res.stem:28s} {'correct' if a['correct'] else 'WRONG':7s} {a['bytes'] / 1e6:.0f} MB "
+          f"on {a['world_size']} rank(s), {a['transport']} {a['device']} tensors, "
+          f"median {a['median_s'] * 1e3:.2f} ms, algbw {a['algbw_MBps']:.0f} MB/s")
+for log in sorted(out.glob("runs/*.log")):  # a run that left no result: why, in one line
+    done = log.with_suffix("") / "result.json", log.with_suffix(".json")
+    if not any(p.exists() for p in done):
+        lines = [l for l in log.read_text().splitlines() if l.strip()]
+        why = ([l for l in lines if l.startswith("gpu_proof:")]
+               or [l for l in lines if "error" in l.lower()] or lines or ["(empty log)"])
+        print(f"{log.stem:28s} no result: {why[-1]}")
+node = out / "runs/node.txt"
+print(node.read_text().strip() if node.exists() else "node: not looked at (stopped before)")
+sampled = out / "runs/telemetry.jsonl"
+rows = [json.loads(l) for l in sampled.read_text().splitlines()[1:]] if sampled.exists() else []
+gpu = [g for row in rows for g in (row.get("gpu") or {}).values()]
+def peak(key, scale=1.0, unit=""):  # a reading NVML does not give (MIG, no power sensor): n/a
+    values = [g[key] for g in gpu if g.get(key) is not None]
+    return f"{max(values) / scale:.1f}{unit}" if values else "n/a"
+if gpu:
+    print(f"telemetry: {len(rows)} samples; GPU util max {peak('util_percent', unit=' %')}, "
+          f"power max {peak('power_w', unit=' W')}, "
+          f"memory max {peak('mem_used_bytes', 2**30, ' GiB')}")
+else:
+    print(f"telemetry: {len(rows)} samples, no GPU source")
+EOF
+  tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"
+}
+trap 'echo "gpu_proof: stopped"; finish; exit 143' TERM INT
+
+step "this node"
+"$python" - <<'EOF' | tee "$out/runs/node.txt"
+import os, platform, shutil
+line = f"python {platform.python_version()}"
+try:
+    import torch
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    seen = f"{torch.cuda.get_device_name(0)} x{gpus}" if gpus else "no GPU seen"
+    line += f"; torch {torch.__version__} (CUDA {torch.version.cuda}): {seen}"
+except ImportError as exc:
+    line += f"; torch not installed ({exc})"
+shm = shutil.disk_usage("/dev/shm").free / 2**30 if os.path.isdir("/dev/shm") else 0
+print(f"{line}; /dev/shm {shm:.1f} GiB free (DataLoader workers' batches)")
+EOF
 
 step "nvidia-smi outputs"
 fields=$("$python" -c 'from dlperf_module_utils.dlperf_gpu import QUERY_ARGS; print(" ".join(QUERY_ARGS))')
@@ -75,10 +175,9 @@ train() {  # NAME ARGS...: one throughput run (synthetic unless ARGS give --data
   local name=$1
   shift
   step "train $name"
-  "${dlperf[@]}" train --data synthetic --model resnet50_v1.5 --image-size 224 \
-    --batch-size "$batch" --iterations "$iters" --warmup-iterations "$warmup" \
-    --device "$device" "${model_args[@]}" --output "$out/runs/$name" "$@" >"$out/runs/$name.log" 2>&1
-  echo "rc=$?"
+  bounded "$out/runs/$name.log" "${dlperf[@]}" train --data synthetic --model resnet50_v1.5 \
+    --image-size 224 --batch-size "$batch" --iterations "$iters" --warmup-iterations "$warmup" \
+    --device "$device" "${model_args[@]}" --output "$out/runs/$name" "$@"
   grep -E "^throughput|Error|error" "$out/runs/$name.log" | tail -n 5
 }
 train pytorch-nhwc --backend pytorch --layout NHWC
@@ -88,7 +187,7 @@ echo "for --compile: cc $(command -v cc || echo MISSING), Python.h $("$python" -
 train pytorch-nhwc-compile --backend pytorch --layout NHWC --compile
 train pytorch-nchw --backend pytorch --layout NCHW
 step "records for the input pipelines"
-"$python" - "$out/jpegs" "$images" <<'EOF'
+"$python" - "$scratch/jpegs" "$images" <<'EOF'
 import multiprocessing, random, sys
 from pathlib import Path
 from PIL import Image
@@ -101,73 +200,27 @@ for c in range(4):
 with multiprocessing.get_context("fork").Pool() as pool:  # write() is defined on stdin
     pool.map(write, range(int(sys.argv[2])), chunksize=64)
 EOF
-"${dlperf[@]}" data prepare "$out/jpegs" --output "$out/jpegs.rec" | tail -n 1
-rec=(--data "$out/jpegs.rec" --classes 4)
+bounded "$out/runs/data-prepare.txt" \
+  "${dlperf[@]}" data prepare "$scratch/jpegs" --output "$scratch/jpegs.rec"
+tail -n 1 "$out/runs/data-prepare.txt"
+rec=(--data "$scratch/jpegs.rec" --classes 4)
 train pytorch-dali "${rec[@]}" --backend pytorch --loader dali
 train pytorch-native "${rec[@]}" --backend pytorch --loader native
 kill -TERM "$sampler" 2>/dev/null
 wait "$sampler"
+sampler=""
 iters=20 warmup=5 train mxnet-nchw --backend mxnet --layout NCHW
 iters=20 warmup=5 train mxnet-nhwc --backend mxnet --layout NHWC
 # One rank's allreduce proves each path on this GPU (NCCL for PyTorch; Horovod's NCCL operations
 # need a Horovod built with them): bandwidth across GPUs needs several, as in validate.yml.
 for backend in pytorch mxnet; do
   step "allreduce --backend $backend"
-  "${dlperf[@]}" allreduce --backend "$backend" --device "$device" --megabytes 64 \
-    --output "$out/runs/allreduce-$backend.json" >"$out/runs/allreduce-$backend.log" 2>&1
-  echo "rc=$?"
+  # torch.distributed's own wait for a rank that never comes (600 s) cut to the step's scale
+  bounded "$out/runs/allreduce-$backend.log" env DLPERF_DIST_TIMEOUT="${DLPERF_DIST_TIMEOUT:-120}" \
+    "${dlperf[@]}" allreduce --backend "$backend" --device "$device" --megabytes 64 \
+    --output "$out/runs/allreduce-$backend.json"
   tail -n 2 "$out/runs/allreduce-$backend.log"
 done
 
-step "summary"
-"$python" - "$out" <<'EOF' | tee "$out/summary.txt"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-for res in sorted(out.glob("runs/*/result.json")):
-    r = json.loads(res.read_text())
-    p = r.get("provenance", {})
-    rate = r.get("throughput_img_per_s")
-    print(f"{res.parent.name:28s} {r['status']:6s} "
-          f"{'%.0f img/s' % rate if rate else '-':>12s}  first step {r.get('first_step_s') or 0:.1f} s"
-          f"  {r.get('precision')} {p.get('layout')} {p.get('loader')} {p.get('gpu_model')}"
-          f" torch {p.get('torch')}"
-          f" cuda {p.get('torch_cuda')} cudnn {p.get('cudnn')} nccl {p.get('nccl')}"
-          f" driver {p.get('driver')}")
-# One GPU's ResNet-50 v1.5 training rate against the goal (3,000 img/s on an H200) and the
-# ~4,600 img/s per H100 of MLPerf-class submissions
-rates = {}
-for name in ("pytorch-nhwc", "pytorch-nhwc-compile", "pytorch-nchw"):  # the synthetic-data runs
-    res = out / "runs" / name / "result.json"
-    rate = json.loads(res.read_text()).get("throughput_img_per_s") if res.exists() else None
-    if rate:
-        rates[name] = rate
-if rates:
-    name, rate = max(rates.items(), key=lambda kv: kv[1])
-    print(f"best synthetic rate: {rate:.0f} img/s ({name}): {rate / 3000:.2f} of the 3,000 img/s "
-          f"goal, {rate / 4600:.2f} of ~4,600 img/s (MLPerf-class, H100)")
-for res in sorted(out.glob("runs/allreduce-*.json")):
-    a = json.loads(res.read_text())
-    print(f"{res.stem:28s} {'correct' if a['correct'] else 'WRONG':7s} {a['bytes'] / 1e6:.0f} MB "
-          f"on {a['world_size']} rank(s), {a['transport']} {a['device']} tensors, "
-          f"median {a['median_s'] * 1e3:.2f} ms, algbw {a['algbw_MBps']:.0f} MB/s")
-for log in sorted(out.glob("runs/*.log")):  # a run that left no result: why, in one line
-    done = log.with_suffix("") / "result.json", log.with_suffix(".json")
-    if not any(p.exists() for p in done):
-        lines = [l for l in log.read_text().splitlines() if l.strip()]
-        why = [l for l in lines if "error" in l.lower()] or lines or ["(empty log)"]
-        print(f"{log.stem:28s} no result: {why[-1]}")
-rows = [json.loads(l) for l in (out / "runs/telemetry.jsonl").read_text().splitlines()[1:]]
-gpu = [g for row in rows for g in (row.get("gpu") or {}).values()]
-def peak(key, scale=1.0, unit=""):  # a reading NVML does not give (MIG, no power sensor): n/a
-    values = [g[key] for g in gpu if g.get(key) is not None]
-    return f"{max(values) / scale:.1f}{unit}" if values else "n/a"
-if gpu:
-    print(f"telemetry: {len(rows)} samples; GPU util max {peak('util_percent', unit=' %')}, "
-          f"power max {peak('power_w', unit=' W')}, "
-          f"memory max {peak('mem_used_bytes', 2**30, ' GiB')}")
-else:
-    print(f"telemetry: {len(rows)} samples, no GPU source")
-EOF
-tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs" "$out/jpegs" "$out"/jpegs.*
+finish
 step "done"

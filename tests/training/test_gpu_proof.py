@@ -8,6 +8,8 @@ nvidia-smi of a C4140 configuration M: every step, its saved outputs and its sum
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -19,9 +21,10 @@ PYTORCH_RUNS = ["pytorch-nhwc", "pytorch-nhwc-compile", "pytorch-nchw"]
 RECORD_RUNS = ["pytorch-dali", "pytorch-native"]
 
 
-def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
-    out = tmp_path / "proof"
-    env = dict(
+def proof_env(tmp_path: Path, **settings: str) -> dict:
+    """The script's environment on this CPU machine: its scratch directory under tmp_path."""
+    (tmp_path / "scratch").mkdir()
+    return dict(
         ENV,
         PATH=f"{ROOT / 'tests' / 'fixtures' / 'bin'}:{ENV['PATH']}",
         NVSMI_FIXTURE=str(FIXTURE),
@@ -32,7 +35,14 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
         WARMUP="2",
         IMAGES="48",
         MODEL_ARGS="--model resnet18_v1.5 --width-multiplier 0.125 --image-size 32",
+        TMPDIR=str(tmp_path / "scratch"),
+        **settings,
     )
+
+
+def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
+    out = tmp_path / "proof"
+    env = proof_env(tmp_path)
     proc = run(["bash", str(ROOT / "benchmarks" / "gpu_proof.sh"), str(out)], env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -43,6 +53,8 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
     # 3.-5. one row per run: every PyTorch run measured a rate; MXNet's NHWC run, refused on a
     # CPU, is reported with the refusal instead of silently missing
     summary = (out / "summary.txt").read_text()
+    # the node as this Python sees it: its torch and whether it sees a GPU
+    assert re.search(r"^python 3\.\d+.*; torch \S+ \(CUDA None\): no GPU seen", summary, re.M)
     rows = {line.split()[0]: line for line in summary.splitlines() if line.strip()}
     for name in [*PYTORCH_RUNS, *RECORD_RUNS, "mxnet-nchw"]:
         assert re.match(rf"{name}\s+ok\s+\d+ img/s", rows.get(name, "")), (name, summary)
@@ -82,3 +94,32 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
     assert {"runs/allreduce-pytorch.json", "runs/allreduce-mxnet.json"} <= names
     # the scratch records and images are gone; only the fixture, summary and archive stay
     assert sorted(p.name for p in out.iterdir()) == ["fixture", "runs.tar.gz", "summary.txt"]
+    assert not list((tmp_path / "scratch").glob("gpu_proof.*"))
+
+
+def test_a_run_past_its_step_limit_is_stopped_and_a_stopped_script_still_summarises(tmp_path):
+    """A hang in one step (NCCL's set-up, a compile) must not take a GPU node's whole lease:
+    each run is stopped after STEP_S seconds and says so; SIGTERM to the script part-way stops
+    the run in progress and still writes the summary and the archive."""
+    out = tmp_path / "proof"
+    env = proof_env(tmp_path, STEP_S="1")  # no dlperf run is done within a second here
+    proc = subprocess.Popen(
+        ["bash", str(ROOT / "benchmarks" / "gpu_proof.sh"), str(out)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    seen = []
+    for line in proc.stdout:  # two runs stopped at their limit, then the script itself
+        seen.append(line)
+        if line.startswith("=== train pytorch-nchw"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    seen += proc.stdout.readlines()
+    assert proc.wait(timeout=120) == 143, "".join(seen)
+    summary = (out / "summary.txt").read_text()
+    rows = {line.split()[0]: line for line in summary.splitlines() if line.strip()}
+    for name in ("pytorch-nhwc", "pytorch-nhwc-compile"):
+        assert "no result: gpu_proof: stopped after STEP_S=1 s" in rows.get(name, ""), summary
+    assert "gpu_proof: stopped\n" in "".join(seen)
+    with tarfile.open(out / "runs.tar.gz") as tar:
+        assert "runs/pytorch-nhwc.log" in tar.getnames()
+    assert not list((tmp_path / "scratch").glob("gpu_proof.*"))
