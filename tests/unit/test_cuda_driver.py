@@ -108,3 +108,60 @@ def test_with_cuda_reboot_the_role_reboots_instead_of_stopping(run_playbook, sys
     assert name.endswith("Reboot to load the driver"), name
     assert "would reboot the control node" in message, message
     assert not [m for m in messages(run) if m.startswith("REBOOT NEEDED")]
+
+
+def install_driver(run_playbook, tmp_path: Path, **settings):
+    """The role's driver.yml on this host in check mode, as on a node with a GPU."""
+    plays = [
+        {
+            "name": "Install the driver",
+            "hosts": "localhost",
+            "tasks": [
+                {
+                    "name": "Install",
+                    "ansible.builtin.include_role": {"name": "cuda", "tasks_from": "driver.yml"},
+                }
+            ],
+        }
+    ]
+    extra = {
+        "__cuda_sysfs": str(tmp_path / "sys"),
+        "__cuda_nouveau_blacklist": str(tmp_path / "blacklist-nouveau.conf"),
+        "cuda_repo_result": {"changed": False},
+        **settings,
+    }
+    return run_playbook(plays, INVENTORY, extra)
+
+
+def test_the_driver_is_held_to_its_branch_before_it_is_installed(run_playbook, tmp_path):
+    # NVIDIA's repository is not configured here: apt's own answer names the first package
+    # the role asks for, the branch's pinning package, before the driver itself.
+    run = install_driver(run_playbook, tmp_path, cuda_source="nvidia", cuda_driver_branch="580")
+    [(name, message)] = run.failed_tasks()
+    assert name.endswith("Hold the driver's packages to branch 580"), name
+    assert "nvidia-driver-pinning-580" in message, message
+    ran = [n for n, _, res in run.task_results() if not res.get("skipped")]
+    assert not [n for n in ran if "Install the NVIDIA driver" in n], ran
+
+
+def test_debians_driver_needs_no_hold_and_brings_the_kernels_headers(run_playbook, tmp_path):
+    # Debian's 535 is pinned by its own version patterns; headers of the running kernel and,
+    # through its flavour's meta package, of the kernels later upgrades install
+    run = install_driver(
+        run_playbook, tmp_path, cuda_source="debian", cuda_version="11.8",
+        __cuda_kernel="6.1.0-28-cloud-amd64",
+    )  # fmt: skip
+    [(name, _message)] = run.failed_tasks()  # apt finds no non-free source here
+    assert name.endswith(
+        "Install the NVIDIA driver, its persistence daemon and the kernel's headers"
+    )
+    [result] = [r for n, _, r in run.task_results() if n == name]
+    asked = result["invocation"]["module_args"]["name"]
+    assert asked[-2:] == ["linux-headers-6.1.0-28-cloud-amd64", "linux-headers-cloud-amd64"]
+    assert asked[:3] == [
+        "nvidia-driver=535.*",
+        "nvidia-kernel-dkms=535.*",
+        "nvidia-persistenced=535.*",
+    ]
+    skipped = [n for n, _, r in run.task_results() if r.get("skipped")]
+    assert any(n.endswith("Hold the driver's packages to branch 535") for n in skipped), skipped

@@ -66,7 +66,7 @@ def test_cuda_without_gpu_installs_no_driver_and_says_why(run_playbook, tmp_path
     assert len(notes) == 1 and "no driver is installed" in notes[0], messages(run)
     ran = [name for name, _, res in run.task_results() if not res.get("skipped")]
     assert (
-        "cuda : Install the NVIDIA driver, its persistence daemon and the running kernel's headers"
+        "cuda : Install the NVIDIA driver, its persistence daemon and the kernel's headers"
         not in ran
     ), ran
     assert "cuda : Decide about the driver" in ran
