@@ -24,8 +24,8 @@ import sys
 
 # (directory under site-packages/nvidia, soname), in an order in which each library's own
 # NEEDED entries are loaded before it (cuSOLVER needs cuBLAS, cuBLAS needs cuBLASLt). The exact
-# CUDA 11 sonames: a venv that also holds PyTorch's CUDA 12 wheels has their libraries in the
-# same directories under other names.
+# CUDA 11 sonames: a venv that also holds PyTorch's CUDA 12 wheels has most of their libraries
+# in the same directories under other names, but not all (CUDA11_WHEELS).
 CUDA11_LIBRARIES: tuple[tuple[str, str], ...] = (
     ("cuda_runtime", "libcudart.so.11.0"),
     ("cublas", "libcublasLt.so.11"),
@@ -38,6 +38,22 @@ CUDA11_LIBRARIES: tuple[tuple[str, str], ...] = (
     ("cudnn", "libcudnn.so.8"),
     ("nccl", "libnccl.so.2"),
 )
+
+# The wheel that installs each part's CUDA 11 library (dlperf's gpu extra). CUDA 12's wheels of
+# cuRAND, cuSOLVER and NVTX, which a torch built for CUDA 12 brings, keep CUDA 11's sonames in
+# the same directories: the wheel installed last owns the file (and uninstalling it removes
+# it), so each file is checked against the size its CUDA 11 wheel recorded. NCCL is left out:
+# a newer NCCL serves MXNet too, and PyTorch's wheels put theirs there on purpose.
+CUDA11_WHEELS: dict[str, str] = {
+    "cuda_runtime": "nvidia-cuda-runtime-cu11",
+    "cublas": "nvidia-cublas-cu11",
+    "cufft": "nvidia-cufft-cu11",
+    "curand": "nvidia-curand-cu11",
+    "cusolver": "nvidia-cusolver-cu11",
+    "cuda_nvrtc": "nvidia-cuda-nvrtc-cu11",
+    "nvtx": "nvidia-nvtx-cu11",
+    "cudnn": "nvidia-cudnn-cu11",
+}
 
 # The distributions whose libmxnet.so needs them (dlperf.train.mxnet.GPU_ARCHS has their code).
 MXNET_GPU_BUILDS = ("mxnet-cu112",)
@@ -85,6 +101,27 @@ def preload(
     return dict(_loaded)
 
 
+def replaced(
+    libraries: tuple[tuple[str, str], ...], site: str, wheels: dict[str, str]
+) -> list[str]:
+    """The libraries under SITE that are not the files their wheel (WHEELS, by part) installed
+    there, by the size its RECORD gives: another wheel wrote over them, or removed them."""
+    from importlib import metadata
+
+    found = []
+    for part, soname in libraries:
+        for dist in metadata.distributions(name=wheels.get(part, "-"), path=[site]):
+            for file in dist.files or []:
+                if file.as_posix().endswith(f"nvidia/{part}/lib/{soname}") and file.size:
+                    path = str(file.locate())
+                    size = os.path.getsize(path) if os.path.isfile(path) else None
+                    if size != file.size:
+                        now = "gone" if size is None else f"{size} bytes"
+                        found.append(f"{path} ({now}; {dist.name} installed {file.size})")
+            break
+    return found
+
+
 def _site_of(dists: tuple[str, ...]) -> str | None:
     """The directory the first installed distribution of `dists` was installed into (where its
     nvidia-* wheels went too), or None."""
@@ -105,20 +142,29 @@ class _PreloadBeforeImport:
     stays on sys.meta_path: removing itself while the import system walks that list would make
     the walk skip the finder after it."""
 
-    def __init__(self, name: str, libraries: tuple[tuple[str, str], ...], dists: tuple[str, ...]):
-        self.name, self.libraries, self.dists, self.done = name, libraries, dists, False
+    def __init__(self, name: str, libraries, dists: tuple[str, ...], wheels: dict[str, str]):
+        self.name, self.libraries, self.dists, self.wheels = name, libraries, dists, wheels
+        self.done = False
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == self.name and not self.done:
             self.done = True
-            _load_for(self.libraries, self.dists)
+            _load_for(self.libraries, self.dists, self.wheels)
         return None
 
 
-def _load_for(libraries: tuple[tuple[str, str], ...], dists: tuple[str, ...]) -> None:
+def _load_for(libraries, dists: tuple[str, ...], wheels: dict[str, str]) -> None:
     if not dists:
         preload(libraries)
     elif (site := _site_of(dists)) is not None:
+        if clashes := replaced(libraries, site, wheels):
+            raise ImportError(
+                f"dlperf: {dists[0]}'s CUDA 11 libraries are not the files their wheels "
+                f"installed: {'; '.join(clashes)}. Another wheel wrote over them or removed "
+                "them: a torch built for CUDA 12 brings nvidia-*-cu12 wheels that keep CUDA "
+                "11's names for cuRAND, cuSOLVER and NVTX. A GPU build of MXNet and such a "
+                "torch need venvs of their own (dl_stack_backends: one of them on such a node)"
+            )
         preload(libraries, search=[site])
 
 
@@ -126,11 +172,14 @@ def install_import_hook(
     name: str = "mxnet",
     libraries: tuple[tuple[str, str], ...] = CUDA11_LIBRARIES,
     dists: tuple[str, ...] = MXNET_GPU_BUILDS,
+    wheels: dict[str, str] | None = None,
 ) -> None:
     """Load the libraries the first time `name` is imported (at once if it already was), where
-    one of `dists` is installed (() for always)."""
+    one of `dists` is installed (() for always), each checked against the wheel that installed
+    it (WHEELS by part, default CUDA11_WHEELS)."""
+    wheels = CUDA11_WHEELS if wheels is None else wheels
     if name in sys.modules:
-        _load_for(libraries, dists)
+        _load_for(libraries, dists, wheels)
         return
     if not any(isinstance(f, _PreloadBeforeImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _PreloadBeforeImport(name, libraries, dists))
+        sys.meta_path.insert(0, _PreloadBeforeImport(name, libraries, dists, wheels))

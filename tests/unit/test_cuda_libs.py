@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from dlperf.cuda_libs import CUDA11_LIBRARIES
+from dlperf.cuda_libs import CUDA11_LIBRARIES, CUDA11_WHEELS
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmark"
 TABLE = (("dep", "libdlperfdep.so.1"),)
@@ -203,3 +203,52 @@ def test_the_cuda11_table_loads_each_librarys_dependencies_before_it():
     # cuSOLVER needs cuBLAS and cuBLASLt, cuBLAS needs cuBLASLt (their NEEDED entries)
     assert order.index("libcublasLt.so.11") < order.index("libcublas.so.11")
     assert order.index("libcublas.so.11") < order.index("libcusolver.so.11")
+
+
+def installed(site: Path, wheel: str, files: dict[str, int]) -> None:
+    """A dist-info for WHEEL in SITE whose RECORD gives FILES their sizes, as pip writes it."""
+    info = site / f"{wheel.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {wheel}\nVersion: 1.0\n")
+    (info / "RECORD").write_text("".join(f"{f},sha256=x,{size}\n" for f, size in files.items()))
+
+
+@pytest.mark.parametrize("now", ["its own", "written over", "removed"])
+def test_a_library_another_wheel_wrote_over_or_removed_is_named_before_anything_loads(site, now):
+    # a torch for CUDA 12 brings nvidia-curand-cu12, whose libcurand.so.10 replaces CUDA 11's
+    installed(site, "mxnet-cu112", {})
+    library = site / "nvidia" / "dep" / "lib" / "libdlperfdep.so.1"
+    size = library.stat().st_size
+    installed(site, "nvidia-dep-cu11", {"nvidia/dep/lib/libdlperfdep.so.1": size})
+    if now == "written over":
+        library.write_bytes(library.read_bytes() + b"\0" * 64)
+    elif now == "removed":
+        library.unlink()
+    proc = python(
+        site,
+        f"""
+        from dlperf import cuda_libs
+        cuda_libs.install_import_hook("fakemx", {TABLE!r}, wheels={{"dep": "nvidia-dep-cu11"}})
+        import fakemx
+        print(fakemx.answer())
+        """,
+    )
+    if now == "its own":
+        assert proc.returncode == 0 and proc.stdout.strip() == "42", proc.stderr
+        return
+    assert proc.returncode != 0
+    said = {"written over": f"{size + 64} bytes", "removed": "gone"}[now]
+    assert (
+        f"ImportError: dlperf: mxnet-cu112's CUDA 11 libraries are not the files their wheels "
+        f"installed: {library} ({said}; nvidia-dep-cu11 installed {size})"
+    ) in proc.stderr, proc.stderr
+    assert "cannot open shared object file" not in proc.stderr
+
+
+def test_the_cuda11_wheels_are_the_ones_the_gpu_extra_pins():
+    import tomllib
+
+    extras = tomllib.loads((BENCHMARK.parent / "pyproject.toml").read_text())
+    pinned = {r.split("==")[0] for r in extras["project"]["optional-dependencies"]["gpu"]}
+    assert set(CUDA11_WHEELS.values()) <= pinned
+    assert set(CUDA11_WHEELS) <= {part for part, _ in CUDA11_LIBRARIES}
