@@ -201,6 +201,35 @@ def test_the_gpu_build_of_mxnet_refuses_gpus_it_has_no_code_for():
     assert no_gpu_code("mxnet", (9, 0)) is None  # the CPU build: no GPU code to judge
 
 
+@pytest.mark.parametrize(
+    ("capabilities", "local_rank", "expected"),
+    [
+        ([(7, 0)] * 4, 5, "gpu(1)"),  # a V100 node: the local rank's GPU
+        ([(7, 0)], 3, "gpu(0)"),  # one GPU bound to each rank by the batch system
+        ([(9, 0)] * 4, 0, "has GPU code for sm_50"),  # an H100 node: refused before any kernel
+    ],
+    ids=["v100", "bound", "h100"],
+)
+def test_mxnet_ranks_train_and_reduce_on_their_gpu_or_are_refused(
+    monkeypatch, capabilities, local_rank, expected
+):
+    """The one choice of context behind the engine and `dlperf allreduce --backend mxnet`; the
+    GPUs MXNet would see stood in for (this build is MXNet's CPU one)."""
+    import dlperf.train.mxnet as mxnet_engine
+    import mxnet as mx
+    from dlperf.usage import UsageError
+
+    monkeypatch.setattr(mx.context, "num_gpus", lambda: len(capabilities))
+    monkeypatch.setattr(mxnet_engine, "cuda_capabilities", lambda: capabilities)
+    monkeypatch.setattr(mxnet_engine, "installed_dist", lambda: "mxnet-cu112")
+    try:
+        chosen = str(mxnet_engine.device_context("auto", local_rank))
+    except UsageError as exc:
+        chosen = str(exc)
+    assert expected in chosen, chosen
+    assert str(mxnet_engine.device_context("cpu", local_rank)) == "cpu(0)"
+
+
 def stand_in(tmp_path: Path, script: str) -> str:
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\n" + script)

@@ -76,3 +76,29 @@ def no_gpu_code(dist: str, capability: tuple[int, int]) -> str | None:
         f"{dist} 1.9.1 has GPU code for {' '.join(archs)} only (no PTX), none of which a GPU of "
         f"compute capability {capability[0]}.{capability[1]} runs; use --backend pytorch there"
     )
+
+
+def device_context(device: str, local_rank: int):
+    """The MXNet context of a rank for --device DEVICE (gpu, cpu, auto): the GPU of its local
+    rank among those it sees (all of the node's, or the one a batch system bound it to) where
+    MXNet sees GPUs, else the CPU. A GPU the installed build has no code for raises UsageError
+    before anything runs there."""
+    import mxnet as mx
+
+    from dlperf.usage import UsageError
+
+    gpus = mx.context.num_gpus()
+    if device == "gpu" and gpus == 0:
+        raise UsageError(
+            "--device gpu: MXNet sees no GPU here (a CPU build of mxnet, or no NVIDIA "
+            "driver); use --device auto or cpu"
+        )
+    if not (device == "gpu" or (device == "auto" and gpus > 0)):
+        return mx.cpu()
+    index = local_rank % gpus
+    capabilities = cuda_capabilities()
+    if index < len(capabilities):
+        refusal = no_gpu_code(installed_dist(), capabilities[index])
+        if refusal:
+            raise UsageError(f"--backend mxnet: {refusal}")
+    return mx.gpu(index)

@@ -9,8 +9,8 @@ import mxnet as mx  # before Horovod's: a node without MXNet is told to install 
 import numpy as np
 from horovod import mxnet as hvd
 
+from dlperf.train.mxnet import device_context
 from dlperf.train.mxnet.comm import HorovodComm
-from dlperf.usage import UsageError
 
 
 class AllreduceRanks:
@@ -21,14 +21,8 @@ class AllreduceRanks:
     def __init__(self, device: str):
         self.comm = HorovodComm()
         self.rank, self.size = self.comm.rank, self.comm.size
-        gpus = mx.context.num_gpus()
-        if device == "gpu" and gpus == 0:
-            raise UsageError(
-                "--device gpu: MXNet sees no GPU here (a CPU build of mxnet, or no NVIDIA "
-                "driver); use --device auto or cpu"
-            )
-        self.on_gpu = device == "gpu" or (device == "auto" and gpus > 0)
-        self.ctx = mx.gpu(self.comm.local_rank % gpus) if self.on_gpu else mx.cpu()
+        self.ctx = device_context(device, self.comm.local_rank)
+        self.on_gpu = self.ctx.device_type == "gpu"
         self.controller = "mpi" if hvd.mpi_enabled() else "gloo"
         # GPU tensors go through Horovod's NCCL operations when it was built with them.
         self.transport = "nccl" if self.on_gpu and hvd.nccl_built() else self.controller

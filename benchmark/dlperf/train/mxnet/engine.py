@@ -23,9 +23,8 @@ from dlperf.train.mxnet import (
     BFLOAT16_ON_GPU,
     FLOAT16_ON_CPU,
     NHWC_ON_CPU,
-    cuda_capabilities,
+    device_context,
     installed_dist,
-    no_gpu_code,
 )
 from dlperf.train.mxnet.comm import make_comm
 from dlperf.train.mxnet.data import (
@@ -38,27 +37,6 @@ from dlperf.train.mxnet.data import (
 from dlperf.train.mxnet.model import build_model, initializer
 from dlperf.train.schedule import WarmupCosine
 from dlperf.usage import UsageError
-
-
-def _context(cfg: TrainConfig, local_rank: int):
-    gpus = mx.context.num_gpus()
-    if cfg.device == "gpu" and gpus == 0:
-        raise UsageError(
-            "--device gpu: MXNet sees no GPU here (a CPU build of mxnet, or no NVIDIA "
-            "driver); use --device auto or cpu"
-        )
-    if cfg.device == "gpu" or (cfg.device == "auto" and gpus > 0):
-        index = local_rank % gpus
-        capabilities = cuda_capabilities()
-        refusal = (
-            no_gpu_code(installed_dist(), capabilities[index])
-            if index < len(capabilities)
-            else None
-        )
-        if refusal:
-            raise UsageError(f"--backend mxnet: {refusal}")
-        return mx.gpu(index)
-    return mx.cpu()
 
 
 def _version(dist: str) -> str | None:
@@ -75,7 +53,7 @@ class MXNetEngine:
         self.cfg = cfg
         self.comm = make_comm()
         self.rank, self.size, self.local_rank = self.comm.rank, self.comm.size, self.comm.local_rank
-        self.ctx = _context(cfg, self.local_rank)
+        self.ctx = device_context(cfg.device, self.local_rank)
         self.device = "gpu" if self.ctx.device_type == "gpu" else "cpu"
         on_gpu = self.device == "gpu"
         self.dtype = ("float16" if on_gpu else "float32") if cfg.dtype == "auto" else cfg.dtype
