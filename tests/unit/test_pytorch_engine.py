@@ -254,3 +254,19 @@ def test_a_gpu_the_torch_build_has_no_code_for_is_refused(monkeypatch, tmp_path)
     monkeypatch.setattr(cuda, "get_arch_list", lambda: ["sm_70", "sm_80", "sm_90"])
     assert select_device(cfg.device, local_rank=5) == torch.device("cuda", 1)
     assert selected == [torch.device("cuda", 1)]
+
+
+def test_a_cuda_build_that_sees_no_gpu_names_its_cuda_and_the_driver(monkeypatch):
+    """A torch built for CUDA 13.0 under an R570 driver (CUDA 12.8) sees no GPU: the refusal
+    names the build's CUDA and the driver, not 'a CPU build'. The build is stood in for."""
+    from dlperf.train.pytorch.comm import select_device
+    from dlperf.usage import UsageError
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    with pytest.raises(UsageError) as refused:
+        select_device("gpu", local_rank=0)
+    message = str(refused.value)
+    assert f"torch {torch.__version__} is built for CUDA 13.0" in message, message
+    assert "nvidia-smi's 'CUDA Version' at least that" in message and "CPU build" not in message
+    assert select_device("auto", local_rank=0) == torch.device("cpu")

@@ -214,7 +214,9 @@ class MXNetEngine:
         for batch in val:
             data = batch.data.as_in_context(self.ctx)
             n = batch.valid
-            pred = self.net(data).argmax(axis=1).astype("float32")[:n]
+            # float32 before argmax: its indices come in the input's type, and float16 holds
+            # whole numbers exactly only up to 2048 (AMP leaves the logits in float16)
+            pred = self.net(data).astype("float32").argmax(axis=1)[:n]
             label = batch.label.as_in_context(self.ctx)[:n]
             correct += float((pred == label).sum().asscalar())
             total += n

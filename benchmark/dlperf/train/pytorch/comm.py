@@ -21,6 +21,13 @@ from dlperf.usage import UsageError
 def select_device(device: str, local_rank: int) -> torch.device:
     """The rank's GPU for "gpu" (or "auto" where there is one), else the CPU."""
     gpus = torch.cuda.device_count()
+    if device == "gpu" and gpus == 0 and torch.version.cuda:
+        raise UsageError(
+            f"--device gpu: PyTorch sees no GPU here: torch {torch.__version__} is built for "
+            f"CUDA {torch.version.cuda}, which needs an NVIDIA driver that runs it (nvidia-smi's "
+            "'CUDA Version' at least that); none is loaded, or it is older. Use a torch built "
+            "for the driver's CUDA, or --device auto or cpu"
+        )
     if device == "gpu" and gpus == 0:
         raise UsageError(
             "--device gpu: PyTorch sees no GPU here (a CPU build of torch, or no NVIDIA "
