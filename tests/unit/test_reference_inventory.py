@@ -127,22 +127,27 @@ def dry_plays(playbook: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    ("playbook", "torch_on"),
+    ("playbook", "torch_on", "gpus_found"),
     [
-        ("playbooks/validate.yml", []),
-        ("playbooks/validate.yml", ["c4140-01", "c4140-02"]),
-        ("playbooks/validate.yml", ["c4140-01"]),
-        ("playbooks/benchmark.yml", []),
+        ("playbooks/validate.yml", [], 0),
+        ("playbooks/validate.yml", ["c4140-01", "c4140-02"], 0),
+        ("playbooks/validate.yml", ["c4140-01"], 0),
+        ("playbooks/validate.yml", [], 4),
+        ("playbooks/benchmark.yml", [], 0),
     ],
-    ids=["validate", "validate-pytorch", "validate-pytorch-on-one", "benchmark"],
+    ids=["validate", "validate-pytorch", "validate-pytorch-on-one", "validate-gpus", "benchmark"],
 )
 def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_cluster(
-    playbook, torch_on, tmp_path
+    playbook, torch_on, gpus_found, tmp_path
 ):
     dry = tmp_path / Path(playbook).name
     dry.write_text(yaml.safe_dump(dry_plays(playbook), sort_keys=False))
-    # PyTorch beside MXNet on the nodes named, as host variables in an inventory of its own
+    # PyTorch beside MXNet on the nodes named, as host variables in an inventory of its own;
+    # the GPUs each node's check found (gpu_facts' answer, registered by the node checks)
     torch = {h: {"dl_stack_backends": ["mxnet", "pytorch"]} for h in torch_on}
+    if gpus_found:
+        found = {"validate_gpu": {"gpus": [{"index": i} for i in range(gpus_found)]}}
+        torch |= {h: torch.get(h, {}) | found for h in ("c4140-01", "c4140-02")}
     (tmp_path / "torch.yml").write_text(yaml.safe_dump({"all": {"hosts": torch}}))
     proc = ansible(
         "ansible-playbook", "-i", "inventory/reference", "-i", str(tmp_path / "torch.yml"),
@@ -169,6 +174,10 @@ def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_clus
         else:
             assert '"--backend", "mxnet"' in out and not any(m in out for m in meet), out
             assert '"msg": "Horovod allreduce"' in out
+        # one rank per GPU found on each of the two nodes, one where none was
+        slots = max(gpus_found, 1)
+        ranks = rf'"-np", "?{2 * slots}"?, "-H", "c4140-01:{slots},c4140-02:{slots}"'
+        assert re.search(ranks, out), out
         # Slurm's MPI row reduces host tensors: it checks PMIx and MPI on any GPU generation
         assert '"allreduce", "--device", "cpu"' in out
     if playbook.endswith("benchmark.yml"):
