@@ -40,10 +40,13 @@ CUDA11_LIBRARIES: tuple[tuple[str, str], ...] = (
 )
 
 # The wheel that installs each part's CUDA 11 library (dlperf's gpu extra). CUDA 12's wheels of
-# cuRAND, cuSOLVER and NVTX, which a torch built for CUDA 12 brings, keep CUDA 11's sonames in
-# the same directories: the wheel installed last owns the file (and uninstalling it removes
-# it), so each file is checked against the size its CUDA 11 wheel recorded. NCCL is left out:
-# a newer NCCL serves MXNet too, and PyTorch's wheels put theirs there on purpose.
+# cuRAND, cuSOLVER and NVTX, which a torch built for CUDA 12 brings (a V100 node's, beside the
+# MXNet that Horovod needs), keep CUDA 11's sonames in the same directories: the wheel installed
+# last owns the file, and uninstalling it removes the file. Each is checked against the size
+# its CUDA 11 wheel recorded: a file removed stops `import mxnet` naming it; one written over is
+# loaded all the same (CUDA 12's libraries keep those sonames' interfaces, and the R580 driver
+# runs them), with a warning naming it. NCCL is left out: a newer NCCL serves MXNet too, and
+# PyTorch's wheels put theirs there on purpose.
 CUDA11_WHEELS: dict[str, str] = {
     "cuda_runtime": "nvidia-cuda-runtime-cu11",
     "cublas": "nvidia-cublas-cu11",
@@ -157,13 +160,26 @@ def _load_for(libraries, dists: tuple[str, ...], wheels: dict[str, str]) -> None
     if not dists:
         preload(libraries)
     elif (site := _site_of(dists)) is not None:
-        if clashes := replaced(libraries, site, wheels):
+        clashes = replaced(libraries, site, wheels)
+        why = (
+            "a torch built for CUDA 12 brings nvidia-*-cu12 wheels that keep CUDA 11's file "
+            "names for cuRAND, cuSOLVER and NVTX"
+        )
+        if gone := [c for c in clashes if "(gone;" in c]:
             raise ImportError(
-                f"dlperf: {dists[0]}'s CUDA 11 libraries are not the files their wheels "
-                f"installed: {'; '.join(clashes)}. Another wheel wrote over them or removed "
-                "them: a torch built for CUDA 12 brings nvidia-*-cu12 wheels that keep CUDA "
-                "11's names for cuRAND, cuSOLVER and NVTX. A GPU build of MXNet and such a "
-                "torch need venvs of their own (dl_stack_backends: one of them on such a node)"
+                f"dlperf: {dists[0]} needs CUDA 11 libraries that another wheel removed: "
+                f"{'; '.join(gone)} ({why}, and uninstalling one removes the file). Reinstall "
+                "the CUDA 11 wheel named (pip install --force-reinstall --no-deps)"
+            )
+        if clashes:
+            import warnings
+
+            warnings.warn(
+                f"dlperf: {dists[0]} loads CUDA 12's libraries in place of CUDA 11's: "
+                f"{'; '.join(clashes)} ({why}); if MXNet fails in them, reinstall the CUDA 11 "
+                "wheels named (pip install --force-reinstall --no-deps), which torch then shares",
+                RuntimeWarning,
+                stacklevel=2,
             )
         preload(libraries, search=[site])
 
