@@ -13,9 +13,10 @@
 #  5. the MXNet engine on the same GPU, NCHW and NHWC (its failure is recorded when it cannot
 #     load);
 #  6. dlperf allreduce on the GPU, one rank: torch.distributed (NCCL) and Horovod on MXNet.
-# Every step runs even when an earlier one failed, each within STEP_S seconds (a hang in one,
-# in NCCL's set-up or a compile, costs that step alone); summary.txt holds the numbers, also
-# when the script is stopped (SIGTERM, Ctrl-C) part-way.
+# Every step runs even when an earlier one failed, each dlperf run within STEP_S seconds and
+# each nvidia-smi within 60 (a hang in one, in NCCL's set-up or a compile, costs that step
+# alone); summary.txt holds the numbers, also when the script is stopped (SIGTERM, a hangup,
+# Ctrl-C) part-way.
 #
 # Usage:  benchmarks/gpu_proof.sh OUTDIR
 # Env:    DLPERF   the dlperf command (default: dlperf; e.g. "python3 -m dlperf")
@@ -57,7 +58,7 @@ bounded() {  # LOG ARGS...: ARGS within STEP_S seconds, output to LOG; its exit 
 }
 
 finish() {  # the summary and the archive of the runs; the scratch data removed
-  trap - TERM INT
+  trap - TERM HUP INT
   if [[ -n $running ]]; then kill -TERM "$running" 2>/dev/null; wait "$running"; fi
   if [[ -n $sampler ]]; then kill -TERM "$sampler" 2>/dev/null; wait "$sampler"; fi
   rm -rf "$scratch"
@@ -117,7 +118,8 @@ else:
 EOF
   tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"
 }
-trap 'echo "gpu_proof: stopped"; finish; exit 143' TERM INT
+trap 'echo "gpu_proof: stopped"; finish; exit 143' TERM HUP
+trap 'echo "gpu_proof: stopped"; finish; exit 130' INT
 
 step "this node"
 "$python" - <<'EOF' | tee "$out/runs/node.txt"
@@ -137,9 +139,9 @@ EOF
 step "nvidia-smi outputs"
 fields=$("$python" -c 'from dlperf_module_utils.dlperf_gpu import QUERY_ARGS; print(" ".join(QUERY_ARGS))')
 # shellcheck disable=SC2086  # two arguments
-nvidia-smi $fields >"$out/fixture/query.csv"
-nvidia-smi -q >"$out/fixture/q.txt"
-nvidia-smi topo -m >"$out/fixture/topo.txt"
+timeout 60 nvidia-smi $fields >"$out/fixture/query.csv"
+timeout 60 nvidia-smi -q >"$out/fixture/q.txt"
+timeout 60 nvidia-smi topo -m >"$out/fixture/topo.txt"
 head -n 3 "$out/fixture/query.csv"
 
 step "gpu_facts"

@@ -9,16 +9,20 @@ from pathlib import Path
 
 
 def nvml_answers() -> bool:
-    """Whether NVML (nvidia-ml-py over the driver's libnvidia-ml) answers here."""
+    """Whether NVML (nvidia-ml-py over the driver's libnvidia-ml) answers here for a GPU."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:  # no library, no driver, no GPU: NVMLError and its kin
+    except Exception:  # no library, no driver: NVMLError and its kin
         return False
-    with contextlib.suppress(Exception):
-        pynvml.nvmlShutdown()
-    return True
+    try:
+        return pynvml.nvmlDeviceGetCount() > 0
+    except Exception:
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
 
 
 def gpus_on_pci_bus(root: Path = Path("/sys/bus/pci/devices")) -> list[str]:

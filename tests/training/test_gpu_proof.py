@@ -53,8 +53,15 @@ def test_gpu_proof_runs_every_step_and_summarises(tmp_path):
     # 3.-5. one row per run: every PyTorch run measured a rate; MXNet's NHWC run, refused on a
     # CPU, is reported with the refusal instead of silently missing
     summary = (out / "summary.txt").read_text()
-    # the node as this Python sees it: its torch and whether it sees a GPU
-    assert re.search(r"^python 3\.\d+.*; torch \S+ \(CUDA None\): no GPU seen", summary, re.M)
+    # the node as this Python sees it: its torch, the CUDA it is built for, the GPUs it sees
+    node = re.search(
+        r"^python 3\.\d+\S*; torch (\S+) \(CUDA (\S+)\): (.+); /dev/shm", summary, re.M
+    )
+    assert node, summary
+    import torch
+
+    assert node.groups()[:2] == (torch.__version__, str(torch.version.cuda)), summary
+    assert (node.group(3) == "no GPU seen") is not torch.cuda.is_available(), summary
     rows = {line.split()[0]: line for line in summary.splitlines() if line.strip()}
     for name in [*PYTORCH_RUNS, *RECORD_RUNS, "mxnet-nchw"]:
         assert re.match(rf"{name}\s+ok\s+\d+ img/s", rows.get(name, "")), (name, summary)
