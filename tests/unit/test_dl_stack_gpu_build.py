@@ -15,7 +15,9 @@ INVENTORY = {"all": {"hosts": {"localhost": LOCAL}}}
 REFUSE = "dl_stack : Refuse a GPU build without nvcc or NCCL"
 
 
-def gpu_build(run_playbook, tmp_path: Path, have: set[str]):
+def gpu_build(run_playbook, tmp_path: Path, have: set[str], cuda_home: bool = False):
+    """horovod.yml for the gpu flavor, with nvcc and NCCL's header in HAVE put in place; the
+    toolkit found where the role looks (CUDA_HOME: where HOROVOD_CUDA_HOME says)."""
     root = tmp_path / "host"
     nvcc, nccl = root / "cuda/bin/nvcc", root / "nccl"
     for name, path in (("nvcc", nvcc), ("nccl", nccl / "include/nccl.h")):
@@ -38,11 +40,12 @@ def gpu_build(run_playbook, tmp_path: Path, have: set[str]):
             ],
         }
     ]
-    extra = {
-        "__dl_stack_build_flavor": "gpu",
-        "__dl_stack_nvcc_paths": [str(nvcc)],
-        "dl_stack_horovod_build_env": {"HOROVOD_NCCL_HOME": str(nccl)},
-    }
+    env = {"HOROVOD_NCCL_HOME": str(nccl)}
+    extra = {"__dl_stack_build_flavor": "gpu", "dl_stack_horovod_build_env": env}
+    if cuda_home:
+        env["HOROVOD_CUDA_HOME"] = str(nvcc.parents[1])
+    else:
+        extra["__dl_stack_nvcc_paths"] = [str(nvcc)]
     run = run_playbook(plays, INVENTORY, extra)
     results = {name: res for name, _, res in run.task_results()}
     return run, results, nvcc, nccl
@@ -51,8 +54,8 @@ def gpu_build(run_playbook, tmp_path: Path, have: set[str]):
 @pytest.mark.parametrize(
     ("have", "lacks"),
     [
-        (set(), "the CUDA toolkit (nvcc in {nvcc}) and NCCL (its header {nccl}/include/nccl.h)"),
-        ({"nvcc"}, "NCCL (its header {nccl}/include/nccl.h)"),  # Debian's CUDA: no NCCL
+        (set(), "the CUDA toolkit (nvcc in {nvcc}) and NCCL (nccl.h in {nccl}/include)"),
+        ({"nvcc"}, "NCCL (nccl.h in {nccl}/include)"),  # Debian's CUDA: no NCCL
     ],
     ids=["neither", "no-nccl"],
 )
@@ -69,6 +72,7 @@ def test_a_gpu_build_without_nvcc_or_nccl_is_refused_naming_what_it_lacks(
 
 
 def test_a_gpu_build_with_both_goes_on_to_build(run_playbook, tmp_path):
-    _run, results, _nvcc, _nccl = gpu_build(run_playbook, tmp_path, {"nvcc", "nccl"})
+    # the toolkit where the site's HOROVOD_CUDA_HOME says, NCCL where its HOROVOD_NCCL_HOME does
+    _run, results, _nvcc, _nccl = gpu_build(run_playbook, tmp_path, {"nvcc", "nccl"}, True)
     assert not results[REFUSE].get("failed"), results[REFUSE]
     assert "dl_stack : Create the Horovod directory of the wheelhouse (gpu)" in results
