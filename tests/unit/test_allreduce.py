@@ -67,7 +67,7 @@ def test_validate_names_a_wrong_allreduce_wrong(run_playbook, tmp_path):
         facts = {
             "scratch": str(scratch),
             "allreduce": {"rc": rc, "stdout": "", "stderr": "a rank died"},
-            "allreduce_check": "Horovod allreduce",
+            "allreduce_check": "Horovod allreduce", "allreduce_ranks": 2,
             "computes": ["c1", "c2"], "iface": "ib0", "peer": "c2", "token": "t",
             "nfs_read": {"content": "dA=="},
             "rdma_server": skipped, "rdma_client": skipped, "validate_rdma_device": "",
