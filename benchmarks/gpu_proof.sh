@@ -24,7 +24,7 @@
 #         DEVICE   gpu (default) or cpu           MODEL_ARGS   extra train flags (default none)
 #         IMAGES   JPEGs packed for the input-pipeline runs (default 8192: two batches of 256
 #                  per DataLoader worker of a 16-core node in every epoch), in a scratch
-#                  directory under TMPDIR that is removed at the end
+#                  directory under SCRATCH (default TMPDIR, /tmp) that is removed at the end
 #         STEP_S   seconds each run may take, then it is stopped and says so (default 240)
 # With DEVICE=cpu, small MODEL_ARGS and the fixture nvidia-smi, the whole script runs on a CPU
 # machine: tests/training/test_gpu_proof.py does that, so a GPU node's minutes go to numbers.
@@ -37,7 +37,7 @@ batch=${BATCH:-256} iters=${ITERS:-200} warmup=${WARMUP:-50}
 device=${DEVICE:-gpu} images=${IMAGES:-8192} step_s=${STEP_S:-240}
 read -r -a model_args <<<"${MODEL_ARGS:-}"
 mkdir -p "$out/fixture" "$out/runs"
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpu_proof.XXXXXX")
+scratch=$(mktemp -d "${SCRATCH:-${TMPDIR:-/tmp}}/gpu_proof.XXXXXX")
 step() { echo "=== $* ($(date -u +%H:%M:%S))"; }
 sampler="" running=""
 
