@@ -12,7 +12,9 @@
 #     DataLoader workers;
 #  5. the MXNet engine on the same GPU, NCHW and NHWC (its failure is recorded when it cannot
 #     load);
-#  6. dlperf allreduce on the GPU, one rank: torch.distributed (NCCL) and Horovod on MXNet.
+#  6. dlperf allreduce on the GPU, one rank: torch.distributed (NCCL) and Horovod on MXNet;
+#  and first a line on the node: its Python, torch and the CUDA it is built for, the GPUs torch
+#  sees, /dev/shm's free space (the DataLoader workers' batches pass through it).
 # Every step runs even when an earlier one failed, each dlperf run within STEP_S seconds and
 # each nvidia-smi within 60 (a hang in one, in NCCL's set-up or a compile, costs that step
 # alone); summary.txt holds the numbers, also when the script is stopped (SIGTERM, a hangup,
@@ -26,6 +28,9 @@
 #                  per DataLoader worker of a 16-core node in every epoch), in a scratch
 #                  directory under SCRATCH (default TMPDIR, /tmp) that is removed at the end
 #         STEP_S   seconds each run may take, then it is stopped and says so (default 240)
+#         PYTHON   the Python whose packages dlperf uses (default python3)
+#         DLPERF_DIST_TIMEOUT  seconds torch.distributed waits for a rank (120 here; dlperf's
+#                  own default is 600)
 # With DEVICE=cpu, small MODEL_ARGS and the fixture nvidia-smi, the whole script runs on a CPU
 # machine: tests/training/test_gpu_proof.py does that, so a GPU node's minutes go to numbers.
 set -uo pipefail
