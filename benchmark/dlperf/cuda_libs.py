@@ -106,9 +106,10 @@ def preload(
 
 def replaced(
     libraries: tuple[tuple[str, str], ...], site: str, wheels: dict[str, str]
-) -> list[str]:
+) -> list[tuple[str, int | None, str, int]]:
     """The libraries under SITE that are not the files their wheel (WHEELS, by part) installed
-    there, by the size its RECORD gives: another wheel wrote over them, or removed them."""
+    there, by the size its RECORD gives: another wheel wrote over them, or removed them. Each
+    as (path, its size now or None where it is gone, the wheel, the size it installed)."""
     from importlib import metadata
 
     found = []
@@ -119,10 +120,16 @@ def replaced(
                     path = str(file.locate())
                     size = os.path.getsize(path) if os.path.isfile(path) else None
                     if size != file.size:
-                        now = "gone" if size is None else f"{size} bytes"
-                        found.append(f"{path} ({now}; {dist.name} installed {file.size})")
+                        found.append((path, size, dist.name, file.size))
             break
     return found
+
+
+def _named(clashes: list[tuple[str, int | None, str, int]]) -> str:
+    return "; ".join(
+        f"{path} ({'gone' if size is None else f'{size} bytes'}; {wheel} installed {recorded})"
+        for path, size, wheel, recorded in clashes
+    )
 
 
 def _site_of(dists: tuple[str, ...]) -> str | None:
@@ -165,10 +172,10 @@ def _load_for(libraries, dists: tuple[str, ...], wheels: dict[str, str]) -> None
             "a torch built for CUDA 12 brings nvidia-*-cu12 wheels that keep CUDA 11's file "
             "names for cuRAND, cuSOLVER and NVTX"
         )
-        if gone := [c for c in clashes if "(gone;" in c]:
+        if gone := [c for c in clashes if c[1] is None]:
             raise ImportError(
                 f"dlperf: {dists[0]} needs CUDA 11 libraries that another wheel removed: "
-                f"{'; '.join(gone)} ({why}, and uninstalling one removes the file). Reinstall "
+                f"{_named(gone)} ({why}, and uninstalling one removes the file). Reinstall "
                 "the CUDA 11 wheel named (pip install --force-reinstall --no-deps)"
             )
         if clashes:
@@ -176,7 +183,7 @@ def _load_for(libraries, dists: tuple[str, ...], wheels: dict[str, str]) -> None
 
             warnings.warn(
                 f"dlperf: {dists[0]} loads CUDA 12's libraries in place of CUDA 11's: "
-                f"{'; '.join(clashes)} ({why}); if MXNet fails in them, reinstall the CUDA 11 "
+                f"{_named(clashes)} ({why}); if MXNet fails in them, reinstall the CUDA 11 "
                 "wheels named (pip install --force-reinstall --no-deps), which torch then shares",
                 RuntimeWarning,
                 stacklevel=2,

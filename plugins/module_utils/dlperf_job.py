@@ -172,14 +172,13 @@ def run_logged(
     env: dict,
     cwd: str | None,
     timeout: int,
-    grace: float = 40,
+    grace: float,
     own_session: bool = True,
 ) -> int | None:
     """Run CMD with stdout and stderr into LOG; its return code, or None when it ran past
     TIMEOUT seconds and was stopped: SIGTERM first, which horovodrun, srun and mpirun pass on to
-    the ranks (srun also ends its job), then SIGKILL after GRACE seconds. The default GRACE
-    outlasts srun's own wait for its step to end (Slurm's KillWait, 30 s by default, plus 2),
-    so srun is not killed before it has ended its job. In a session of its own (OWN_SESSION)
+    the ranks (srun also ends its job), then SIGKILL after GRACE seconds (stop_grace gives each
+    launcher's). In a session of its own (OWN_SESSION)
     the signals go to CMD's whole process group; otherwise CMD stays in the caller's group and
     gets what the caller's terminal sends (Ctrl-C, a hangup) and a group kill, as the caller
     does. An exception while it waits (Ctrl-C, or a SIGTERM the caller raises) stops it the same
