@@ -11,9 +11,22 @@ import yaml
 from dlperf.reproduce import ReproduceConfig, ReproduceError, check
 
 
-def parse_extra_vars(items: list[str]) -> dict:
+def role_booleans(project: Path) -> set[str]:
+    """The roles' options of type bool (their meta/argument_specs.yml)."""
+    names: set[str] = set()
+    for spec in sorted(project.glob("roles/*/meta/argument_specs.yml")):
+        for entry in (yaml.safe_load(spec.read_text()) or {}).get("argument_specs", {}).values():
+            names |= {k for k, v in (entry.get("options") or {}).items() if v.get("type") == "bool"}
+    return names
+
+
+def parse_extra_vars(items: list[str], booleans: frozenset[str] | set[str] = frozenset()) -> dict:
     """-e 'KEY=VALUE KEY2="A B"', -e @FILE (YAML or JSON mapping) or -e '{"KEY": ...}' (JSON),
-    merged left to right as ansible-playbook does (KEY=VALUE values stay strings, as there)."""
+    merged left to right as ansible-playbook does. KEY=VALUE values stay strings, as there,
+    except for the BOOLEANS (the roles' bool options): `cuda_required=false` as a string would
+    be true in the roles' expressions, and ansible-core refuses it in their conditions."""
+    from ansible.module_utils.parsing.convert_bool import boolean
+
     merged: dict = {}
     for item in items:
         if item.startswith("@"):
@@ -45,6 +58,13 @@ def parse_extra_vars(items: list[str]) -> dict:
             raise ReproduceError(f"--extra-vars {item!r}: {exc.message}") from None
         if not pairs or "_raw_params" in pairs or not all(k.isidentifier() for k in pairs):
             raise ReproduceError(f"--extra-vars {item!r}: give KEY=VALUE or @FILE")
+        for key in pairs.keys() & booleans:
+            try:
+                pairs[key] = boolean(pairs[key], strict=True)
+            except TypeError:
+                raise ReproduceError(
+                    f"--extra-vars {key}={pairs[key]}: {key} is a boolean (true or false)"
+                ) from None
         merged.update(pairs)
     return merged
 
@@ -58,7 +78,7 @@ def config_from_args(args) -> ReproduceConfig:
         run_id=args.run_id or time.strftime("%Y%m%d-%H%M%S"),
         results=args.results if args.results.is_absolute() else project / args.results,
         deploy=not args.no_deploy,
-        extra_vars=parse_extra_vars(args.extra_vars),
+        extra_vars=parse_extra_vars(args.extra_vars, role_booleans(project)),
     )
     check(cfg)
     return cfg

@@ -5,6 +5,7 @@ directory, and stopped again by pid. Nothing of the system's own munge or Slurm 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pwd
@@ -96,19 +97,41 @@ class LocalSlurm:
             f"--log-file={root}/munged.log",
             f"--seed-file={root}/munged.seed",
         ]
-        self._spawn(munge, "munged")
+        self.procs.append(self._spawn(munge, "munged"))
         self._wait(lambda: (root / "munge.socket").exists(), "munged")
-        self._spawn(["slurmctld", "-D", "-i"], "slurmctld")
-        self._spawn(["slurmd", "-D"], "slurmd")
+        self.procs.append(self._spawn(["slurmctld", "-D", "-i"], "slurmctld"))
+        self.procs.append(self._spawn(["slurmd", "-D"], "slurmd"))
         self._wait(lambda: self.node_state() == "idle", "the node to register idle")
         return self
 
-    def _spawn(self, cmd: list[str], name: str) -> None:
-        log = (self.root / f"{name}.out").open("w")
-        self.procs.append(
-            subprocess.Popen(
-                cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
-            )
+    def restart_controller(self) -> None:
+        """slurmctld stopped and started again with its state cleared: every job's record gone,
+        as MinJobAge's purge of an ended job or a controller's lost state leaves it. Job ids
+        start again at 1, and so do PMIx's per-step directories (emptied here too)."""
+        ctld = self.procs[1]
+        ctld.terminate()
+        ctld.wait(timeout=30)
+        for sub in ("state", "pmix"):
+            shutil.rmtree(self.root / sub)
+            (self.root / sub).mkdir()
+        self.procs[1] = self._spawn(["slurmctld", "-D", "-i", "-c"], "slurmctld")
+        self._wait(lambda: self.node_state() == "idle", "the node to register idle again")
+
+    @contextlib.contextmanager
+    def controller_stopped(self):
+        """slurmctld stopped (SIGSTOP) for the block: every request waits out MessageTimeout
+        (10 s) unanswered, as a hung or overloaded controller leaves them."""
+        ctld = self.procs[1]
+        ctld.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            ctld.send_signal(signal.SIGCONT)
+
+    def _spawn(self, cmd: list[str], name: str) -> subprocess.Popen:
+        log = (self.root / f"{name}.out").open("a")
+        return subprocess.Popen(
+            cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
         )
 
     def _wait(self, ready, what: str, timeout: float = 60) -> None:

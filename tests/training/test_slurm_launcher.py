@@ -6,6 +6,7 @@ cluster (e2e) and in the slurm molecule scenario."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from dlperf.launchers import slurm as slurm_launcher
+from dlperf.launchers import slurm_jobs
 from dlperf.sweep import SweepConfig, run_point
 
 from .conftest import BIN, ENV, TINY
@@ -73,6 +75,10 @@ def test_a_point_is_one_batch_job_whose_ranks_srun_starts(slurm, tmp_path):
     assert launch["job_state"] == "COMPLETED" and launch["exit_code"] == "0:0"
     assert launch["nodelist"] == slurm.host
     assert 0 < launch["launch_to_run_start_s"] < 120
+    # a node failure fails the point rather than running it again into the same directory
+    assert (
+        " Requeue=0 " in slurm.run("scontrol", "show", "job", "--oneliner", launch["job_id"]).stdout
+    )
     directory = tmp_path / "ok" / "1nodes"
     script = (directory / "job.sh").read_text()
     assert "#SBATCH --nodes=1" in script and "#SBATCH --ntasks-per-node=2" in script
@@ -109,7 +115,12 @@ def test_a_failed_job_is_recorded_with_its_state_and_log_tail(slurm, tmp_path):
 
 @pytest.mark.parametrize(
     "sbatch_answers",
-    ["at once", "after the job started", "after the job started, with the progress display"],
+    [
+        "at once",
+        "after the job started",
+        "after the job started, with the progress display",
+        "after the job started, to the whole process group (Ctrl-C)",
+    ],
 )
 def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(
     slurm, tmp_path, sbatch_answers
@@ -133,22 +144,29 @@ def test_sigterm_to_the_sweep_cancels_its_job_and_leaves_the_point_to_rerun(
     if sbatch_answers.endswith("progress display"):
         # rich's refresh thread runs beside the main one: the signal may reach either
         cmd.remove("--quiet")
+    # at a terminal, Ctrl-C reaches the sweep and every process it started (sbatch too)
+    group = sbatch_answers.endswith("(Ctrl-C)")
     proc = subprocess.Popen(
         cmd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=group,
     )
     deadline = time.monotonic() + 120
     while not slurm.run("squeue", "--noheader", "--states=RUNNING").stdout.strip():
         assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
         time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
+    signum = signal.SIGINT if group else signal.SIGTERM
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
     output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM, output
-    assert "dlperf sweep: stopped by SIGTERM" in output, output
-    assert slurm.drained(within=60) == [], "jobs left after SIGTERM"
+    assert proc.returncode == 128 + signum, output
+    assert f"dlperf sweep: stopped by {signum.name}" in output, output
+    assert slurm.drained(within=60) == [], "jobs left after the signal"
     assert not (tmp_path / "term" / "1nodes").exists()  # no half-finished point in place
 
 
@@ -247,9 +265,11 @@ def run_point_job(
 
 def test_time_in_the_queue_is_not_counted_against_the_points_timeout(slurm, tmp_path, monkeypatch):
     # A busy partition: the job waits (held here) longer than --timeout plus the grace the sweep
-    # gives a running job, then runs and completes.
+    # gives a running job, then runs and completes. Most of that wait the controller does not
+    # answer: a job last seen waiting is still waiting.
     monkeypatch.setattr(slurm_launcher, "GRACE_S", 5.0)
     held_s = 25  # > timeout 15 + grace 5
+    unanswered_s = 22  # > timeout 15 + grace 5 as well
 
     def release_later():
         deadline = time.monotonic() + 60
@@ -258,7 +278,9 @@ def test_time_in_the_queue_is_not_counted_against_the_points_timeout(slurm, tmp_
                 "squeue", "--noheader", "--states=PENDING", "--format=%i"
             ).stdout.split()
             if ids:
-                time.sleep(held_s)
+                time.sleep(held_s - unanswered_s)
+                with slurm.controller_stopped():
+                    time.sleep(unanswered_s)
                 slurm.run("scontrol", "release", *ids)
                 return
             time.sleep(0.2)
@@ -311,3 +333,51 @@ def test_a_job_that_can_never_start_is_cancelled_at_once_naming_the_reason(
     assert launch.rc != 0 and launch.details["job_state"] == "CANCELLED", text
     assert "cannot start: PartitionTimeLimit does not clear" in text, text
     assert slurm.drained(within=60) == []
+
+
+@pytest.fixture(scope="module")
+def forgetful_slurm(tmp_path_factory):
+    """A Slurm of its own, whose controller the tests restart with its state cleared."""
+    from .slurm import LocalSlurm
+
+    cluster = LocalSlurm(tmp_path_factory.mktemp("forgetful")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.mark.parametrize("ranks", ["finished", "failed"])
+def test_a_job_slurm_forgot_before_the_sweep_saw_it_end_is_judged_by_its_result(
+    forgetful_slurm, tmp_path, monkeypatch, ranks
+):
+    """slurmctld purges an ended job MinJobAge (300 s) after its end: a sweep that could not ask
+    in that time (a controller out of reach, a launch node stalled) then hears "Invalid job id"
+    and, without accounting, nothing of how it ended. It does not wait out --timeout and the
+    grace for a job that no longer exists: the point's result file decides."""
+    real_follow = slurm_launcher.follow_job
+
+    def follow_once_forgotten(job_id, limit_s, log, details):
+        assert forgetful_slurm.drained(within=60) == []  # the job ended, unseen by the sweep
+        forgetful_slurm.restart_controller()  # and its record is gone
+        return real_follow(job_id, limit_s, log, details)
+
+    monkeypatch.setattr(slurm_launcher, "follow_job", follow_once_forgotten)
+    monkeypatch.setattr(slurm_launcher, "GRACE_S", 60.0)  # a wait for it would end in 90 s
+    train = THROUGHPUT
+    if ranks == "failed":
+        broken = tmp_path / "broken.rec"
+        broken.write_bytes(b"not a record file" * 64)
+        train = [*THROUGHPUT, "--data", str(broken)]
+    t0 = time.monotonic()
+    launch, log = run_point_job(
+        forgetful_slurm, tmp_path, monkeypatch, timeout=30, sbatch=[], train=train
+    )
+    text = log.read_text()
+    assert time.monotonic() - t0 < 75, text  # not --timeout + GRACE_S, waiting for nothing
+    assert launch.details["job_state"] == "PURGED", text
+    assert f"slurm job {launch.details['job_id']} is no longer known to Slurm" in text, text
+    # sacct refuses without accounting: the result file decided
+    assert slurm_jobs.accounted_state(launch.details["job_id"]) == {}
+    if ranks == "finished":
+        assert launch.rc == 0 and "its result file decides, a finished run" in text, text
+    else:
+        assert launch.rc == 1 and "none of a finished run" in text, text

@@ -100,8 +100,11 @@ def test_too_few_gpus_fail_even_with_the_right_driver(run_playbook, sysfs):
     assert "sees 4 of 8 GPUs with driver 450.80.02" in message, message
 
 
-def test_with_cuda_reboot_the_role_reboots_instead_of_stopping(run_playbook, sysfs):
-    run = verify(run_playbook, sysfs, "nodriver", cuda_reboot=True, cuda_reboot_throttle=2)
+# "true" as `-e cuda_reboot=true` (and `make reproduce EXTRA_VARS=cuda_reboot=true`) gives it: a
+# string, which ansible-core's conditionals refuse unless the role makes it a boolean
+@pytest.mark.parametrize("reboot", [True, "true"])
+def test_with_cuda_reboot_the_role_reboots_instead_of_stopping(run_playbook, sysfs, reboot):
+    run = verify(run_playbook, sysfs, "nodriver", cuda_reboot=reboot, cuda_reboot_throttle=2)
     # the reboot module itself refuses to reboot the machine running the playbook: proof that
     # the role went to reboot (with its templated throttle) rather than stop with REBOOT NEEDED
     [(name, message)] = run.failed_tasks()

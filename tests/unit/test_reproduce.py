@@ -21,7 +21,7 @@ from dlperf.reproduce import (
     run_command,
     run_reproduce,
 )
-from dlperf.reproduce_command import parse_extra_vars
+from dlperf.reproduce_command import parse_extra_vars, role_booleans
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -93,17 +93,25 @@ def test_extra_vars_reach_every_phase_but_never_replace_the_phases_own(tmp_path)
 
 
 def test_extra_vars_are_split_and_unquoted_as_ansible_playbook_does():
-    # one -e with several pairs and a quoted value, and a JSON one: as ansible-playbook -e
+    # one -e with several pairs and a quoted value, and a JSON one: as ansible-playbook -e; the
+    # roles' booleans given as KEY=VALUE become booleans
+    booleans = role_booleans(REPO)
+    assert {"cuda_reboot", "cuda_required", "isilon_readonly", "slurm_enabled"} <= booleans
+    assert "cuda_reboot_throttle" not in booleans and "cuda_version" not in booleans
     given = parse_extra_vars(
         [
-            'dlperf_serial_base=2 cuda_reboot=true note="two words" raw={"a":1}',
+            'dlperf_serial_base=2 cuda_reboot=true cuda_required=False note="two words" '
+            'raw={"a":1} cuda_version=11.8',
             '{"cuda_reboot_throttle": 3}',
             "{flow: yaml}",
-        ]
+        ],
+        booleans,
     )
     assert given == {
         "dlperf_serial_base": "2",
-        "cuda_reboot": "true",
+        "cuda_reboot": True,
+        "cuda_required": False,
+        "cuda_version": "11.8",  # a string still
         "note": "two words",
         "raw": '{"a":1}',  # kept as written, as ansible-playbook keeps it
         "cuda_reboot_throttle": 3,
@@ -113,9 +121,10 @@ def test_extra_vars_are_split_and_unquoted_as_ansible_playbook_does():
         ("a=1 b", "give KEY=VALUE"),
         ('a="open', "unbalanced"),
         ("{not: [closed", "not JSON or YAML"),
+        ("cuda_reboot=maybe", "cuda_reboot=maybe: cuda_reboot is a boolean"),
     ):
         with pytest.raises(ReproduceError, match=needle):
-            parse_extra_vars([bad])
+            parse_extra_vars([bad], booleans)
 
 
 def test_the_virtual_inventory_is_recognised_by_path():

@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from dlperf.launchers.slurm import batch_script, exit_status
+from dlperf.launchers.slurm import batch_script
+from dlperf.launchers.slurm_jobs import exit_status, parse_sacct
 from dlperf.sweep import SweepConfig, SweepError, validate
 
 
@@ -36,6 +37,7 @@ def test_a_gpu_point_asks_for_its_nodes_tasks_gpus_and_time():
         "--nodes=8",
         "--ntasks-per-node=4",
         "--exclusive",
+        "--no-requeue",
         "--time=61",  # minutes, rounded up from --timeout 3601 s
         "--output=/p/train.log",
         "--open-mode=append",
@@ -73,6 +75,8 @@ def test_a_cpu_point_asks_for_no_gres_and_pytorch_ranks_need_no_pmi():
         ),
         ({"gpus_per_node": 4, "sbatch_args": ["--gres=gpu:v100:4"]}, "sets --gres itself"),
         ({"sbatch_args": ["--error=e.log"]}, "it would undo train.log"),
+        ({"sbatch_args": ["--requeue"]}, "a requeued point runs again into the same directory"),
+        ({"sbatch_args": ["--clusters=gpu"]}, "cancels its jobs on the cluster it runs on"),
     ],
 )
 def test_bad_slurm_input_is_refused_naming_the_flag(change, needle):
@@ -92,6 +96,18 @@ def test_bad_slurm_input_is_refused_naming_the_flag(change, needle):
 )
 def test_a_jobs_end_becomes_the_points_exit_status(state, rc):
     assert exit_status(state) == rc
+
+
+def test_sacct_records_of_ended_jobs_read_as_scontrol_fields():
+    # `sacct --allocations --noheader --parsable2 --format=State,ExitCode,NodeList` as Slurm
+    # prints it: who cancelled a job follows its state.
+    assert parse_sacct("COMPLETED|0:0|c4140-[01-02]\n") == {
+        "JobState": "COMPLETED", "ExitCode": "0:0", "NodeList": "c4140-[01-02]",
+    }  # fmt: skip
+    cancelled = parse_sacct("CANCELLED by 1000|0:15|c4140-01\n")
+    assert cancelled["JobState"] == "CANCELLED"
+    assert exit_status(cancelled) == 128 + 15
+    assert parse_sacct("") == {}
 
 
 def test_a_dry_run_prints_each_points_sbatch_and_ranks_and_writes_nothing(tmp_path, monkeypatch):

@@ -4,9 +4,9 @@ ranks (PMIx for Horovod's MPI, SLURM_* for PyTorch); scancel on interrupt."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -19,6 +19,16 @@ from pathlib import Path
 from dlperf_module_utils.dlperf_job import job_environment, srun_mpi
 
 from dlperf.launchers.common import INTERRUPTS, Launch, dlperf_binary
+from dlperf.launchers.slurm_jobs import (
+    FINAL_STATES,
+    PURGED,
+    WAITING_STATES,
+    accounted_state,
+    cancel,
+    exit_status,
+    job_state,
+    never_starts,
+)
 from dlperf.results import write_bytes_atomic
 
 # The batch script of one point. srun starts a sampler on every allocated node (sharing the
@@ -68,6 +78,10 @@ def slurm_directives(cfg, nodes: int, partial: Path) -> list[str]:
         f"--nodes={nodes}",
         f"--ntasks-per-node={cfg.procs_per_node}",
         "--exclusive",
+        # Slurm requeues a batch job whose node failed (JobRequeue=1, its default) and runs it
+        # again into the same directory, its two runs timed as one point: the point fails
+        # instead, and a resumed sweep runs it again.
+        "--no-requeue",
         f"--time={minutes}",
         f"--output={partial / 'train.log'}",
         "--open-mode=append",
@@ -78,8 +92,17 @@ def slurm_directives(cfg, nodes: int, partial: Path) -> list[str]:
 
 
 # Options that would undo what the batch script sets without setting it themselves: a task
-# count other than nodes x --procs-per-node, stderr out of the train.log a failure is read from.
-SBATCH_UNDOING = {"--ntasks": "--nodes and --procs-per-node", "--error": "train.log"}
+# count other than nodes x --procs-per-node, stderr out of the train.log a failure is read from,
+# a requeue, a job on another cluster than the one scontrol and scancel answer for.
+SBATCH_UNDOING = {
+    "--ntasks": "it would undo --nodes and --procs-per-node, which the point's batch script "
+    "relies on",
+    "--error": "it would undo train.log, which the point's batch script relies on",
+    "--requeue": "a requeued point runs again into the same directory, its two runs timed as "
+    "one (a failed point is run again by resuming the sweep)",
+    "--clusters": "the sweep follows and cancels its jobs on the cluster it runs on; run it on "
+    "a login node of that cluster",
+}
 
 
 def sbatch_arg_problem(cfg) -> str | None:
@@ -95,10 +118,7 @@ def sbatch_arg_problem(cfg) -> str | None:
                 "directory); give the sweep's flag instead"
             )
         if name in SBATCH_UNDOING:
-            return (
-                f"--sbatch-arg {arg!r}: it would undo {SBATCH_UNDOING[name]}, which the point's "
-                "batch script relies on"
-            )
+            return f"--sbatch-arg {arg!r}: {SBATCH_UNDOING[name]}"
     return None
 
 
@@ -132,61 +152,19 @@ def batch_script(cfg, nodes: int, partial: Path) -> str:
     )
 
 
-# States in which a job has ended (squeue/scontrol's JobState).
-FINAL_STATES = {
-    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
-    "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
-}  # fmt: skip
 JOB_ID_FILE = "slurm_job_id"  # in the point's directory: the job an attempt submitted
 POLL_S = 1.0  # sbatch --wait backs off to 32 s between looks: too coarse for minute-long points
-# States in which a job waits to run (or to run again): its time there is not run time. A point
-# may wait in the queue as long as the site's scheduler keeps it there.
-WAITING_STATES = {
-    "PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
-    "SUSPENDED",
-}  # fmt: skip
-# Reasons a pending job keeps until someone changes the job or the site's limits: waiting for
-# them would hold the sweep for ever (a --time above the partition's MaxTime is accepted when
-# EnforcePartLimits is NO, Slurm's default, and pends as PartitionTimeLimit). A user's or an
-# admin's hold is not among them: it is released.
-NEVER_STARTS = {
-    "PartitionTimeLimit", "PartitionNodeLimit", "DependencyNeverSatisfied", "BadConstraints",
-    "InvalidQOS", "InvalidAccount",
-}  # fmt: skip
-
-
-def never_starts(reason: str | None) -> bool:
-    return bool(reason) and (reason in NEVER_STARTS or "MaxWallDuration" in reason)
-
-
 # Slurm ends a job at its --time (the sweep's --timeout). A job seen running (or not seen at all:
 # a controller that stops answering) this long past it is given up on and cancelled.
 GRACE_S = 600.0
 
 
-def job_state(job_id: str) -> dict:
-    """scontrol's fields of a job (JobState, ExitCode, NodeList, ...); empty when unknown."""
+def result_ok(partial: Path) -> bool:
+    """Whether the point's ranks wrote a result of a run that finished (rank 0 writes it last)."""
     try:
-        out = subprocess.run(
-            ["scontrol", "show", "job", "--oneliner", job_id],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        ).stdout
-    except subprocess.TimeoutExpired:
-        return {}
-    return dict(re.findall(r"(\w+)=(\S*)", out))
-
-
-def exit_status(state: dict) -> int:
-    """The batch script's exit status from ExitCode=RC:SIGNAL (128 + signal when killed)."""
-    rc, _, sig = state.get("ExitCode", "").partition(":")
-    if sig.isdigit() and int(sig):
-        return 128 + int(sig)
-    if rc.isdigit() and (int(rc) or state.get("JobState") == "COMPLETED"):
-        return int(rc)
-    return 1  # ended without a status of its own: cancelled, timed out, node failure
+        return json.loads((partial / "result.json").read_text()).get("status") == "ok"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
@@ -218,9 +196,12 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         for s in INTERRUPTS:
             previous[s] = signal.signal(s, lambda signum, _frame: held.append(signum))
     try:
+        # In a session of its own: a Ctrl-C at the terminal goes to the whole foreground process
+        # group, and an sbatch killed after slurmctld queued the job would take its id along.
         submit = subprocess.run(
-            cmd, capture_output=True, text=True, env=env, timeout=300, check=False
-        )
+            cmd, capture_output=True, text=True, env=env, timeout=300, check=False,
+            start_new_session=True,
+        )  # fmt: skip
     except subprocess.TimeoutExpired:
         submit = subprocess.CompletedProcess(
             cmd, 1, "", f"no answer within 300 s (a job named {job_name(cfg, nodes)} may "
@@ -256,36 +237,59 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         exit_code=state.get("ExitCode"),
         nodelist=state.get("NodeList"),
     )
-    return Launch(exit_status(state), cmd, started, details)
+    rc = exit_status(state)
+    if state.get("JobState") == PURGED:
+        rc = 0 if result_ok(partial) else 1
+        with log.open("a") as fh:
+            fh.write(
+                f"dlperf sweep: slurm job {job_id} is no longer known to Slurm (purged from "
+                "slurmctld MinJobAge after it ended, or lost with the controller's state) and "
+                "sacct has no record of its end: its result file decides, "
+                f"{'a finished run' if rc == 0 else 'none of a finished run'}\n"
+            )
+    return Launch(rc, cmd, started, details)
 
 
 def follow_job(job_id: str, limit_s: float, log: Path, details: dict) -> dict:
     """Poll the job until it ends; its last state. Time in the queue (WAITING_STATES) is not
     counted against LIMIT_S: a busy partition holds a point as long as it must. Each reason it
     waits for goes to the point's log, the time to its start to DETAILS (queued_s). A job seen
-    running, or not seen, for longer than LIMIT_S is cancelled and said so in the log."""
+    running, or not seen since, for longer than LIMIT_S is cancelled and said so in the log; one
+    slurmctld no longer knows has ended (JobState PURGED unless sacct tells how)."""
     submitted = last = time.monotonic()
     counted = 0.0
     state: dict = {}
     said = None
+    gone = 0
     while True:
         answer = job_state(job_id)
+        # Said twice in a row, a second apart: not a controller's passing answer. The job has
+        # ended; sacct says how, where accounting records it.
+        gone = gone + 1 if answer.get("JobState") == PURGED else 0
+        if gone >= 2:
+            ended = accounted_state(job_id)
+            return ended if ended.get("JobState") in FINAL_STATES else state | answer
+        if gone:
+            answer = {}
         now = time.monotonic()
-        waiting = bool(answer) and answer.get("JobState") in WAITING_STATES
+        # A controller that does not answer (overloaded, restarting) leaves the job as it was
+        # last seen: a job seen waiting is still waiting.
+        seen = answer or state
+        waiting = seen.get("JobState") in WAITING_STATES
         if not waiting:
             counted += now - last
         last = now
         state = answer or state
         if state.get("JobState") in FINAL_STATES:
             return state
-        if waiting and (answer["JobState"], answer.get("Reason")) != said:
-            said = (answer["JobState"], answer.get("Reason"))
+        if waiting and (seen["JobState"], seen.get("Reason")) != said:
+            said = (seen["JobState"], seen.get("Reason"))
             with log.open("a") as fh:
                 fh.write(f"dlperf sweep: slurm job {job_id} {said[0]} ({said[1] or 'no reason'})\n")
-        if waiting and never_starts(answer.get("Reason")):
+        if waiting and never_starts(seen.get("Reason")):
             with log.open("a") as fh:
                 fh.write(
-                    f"dlperf sweep: slurm job {job_id} cannot start: {answer['Reason']} does not "
+                    f"dlperf sweep: slurm job {job_id} cannot start: {seen['Reason']} does not "
                     "clear without a change to the job or the partition's limits (e.g. a --time "
                     "above the partition's MaxTime: lower --timeout, or give --sbatch-arg "
                     "--partition= of one that allows it); cancelled it\n"
@@ -306,18 +310,17 @@ def follow_job(job_id: str, limit_s: float, log: Path, details: dict) -> dict:
 
 
 def _cancelled(job_id: str, state: dict) -> dict:
-    """Cancel the job; its state once Slurm has ended it (STATE if Slurm does not answer)."""
+    """Cancel the job; its state once Slurm has ended it, else the last one Slurm gave within
+    30 looks (COMPLETING while its processes are killed and its epilog runs; STATE if Slurm
+    did not answer)."""
     cancel(job_id)
     for _ in range(30):
         answer = job_state(job_id)
-        if answer.get("JobState") in FINAL_STATES:
-            return answer
+        state = state | answer
+        if answer.get("JobState") in FINAL_STATES | {PURGED}:
+            return state
         time.sleep(POLL_S)
     return state
-
-
-def cancel(job_id: str) -> None:
-    subprocess.run(["scancel", job_id], check=False, timeout=60, capture_output=True)
 
 
 def stop_leftovers(cfg, nodes: int, partial: Path) -> list[str]:
@@ -331,7 +334,7 @@ def stop_leftovers(cfg, nodes: int, partial: Path) -> list[str]:
     if not job_id.isdigit():
         return []
     state = job_state(job_id)
-    if not state or state.get("JobState") in FINAL_STATES:
+    if not state or state.get("JobState") in FINAL_STATES | {PURGED}:
         return []  # ended (or purged from slurmctld's memory: long ended)
     if state.get("JobName") != job_name(cfg, nodes):
         return []  # the id is another job's now
