@@ -362,11 +362,8 @@ def test_a_job_slurm_forgot_before_the_sweep_saw_it_end_is_judged_by_its_result(
 
     monkeypatch.setattr(slurm_launcher, "follow_job", follow_once_forgotten)
     monkeypatch.setattr(slurm_launcher, "GRACE_S", 60.0)  # a wait for it would end in 90 s
-    train = THROUGHPUT
-    if ranks == "failed":
-        broken = tmp_path / "broken.rec"
-        broken.write_bytes(b"not a record file" * 64)
-        train = [*THROUGHPUT, "--data", str(broken)]
+    # ranks that fail: refused at their command line, before any training
+    train = THROUGHPUT if ranks == "finished" else [*THROUGHPUT, "--batch-size", "0"]
     t0 = time.monotonic()
     launch, log = run_point_job(
         forgetful_slurm, tmp_path, monkeypatch, timeout=30, sbatch=[], train=train
