@@ -24,6 +24,7 @@ LAYOUTS = {
     "switched_both_cpus": "GPU groups behind PCIe switches on both CPUs (DGX-1 style)",
     "direct_one_cpu": "GPUs attached directly to one CPU, no switch seen",
     "single_gpu": "one GPU",
+    "unknown": "GPUs present, but `nvidia-smi topo -m` printed no matrix of them",
     "none": "no GPU",
 }
 
@@ -115,8 +116,9 @@ def parse_topology(text: str) -> dict:
     }
 
 
-def classify(topology: dict) -> dict:
-    """PCIe layout of the GPUs from the topology matrix.
+def classify(topology: dict, gpu_count: int = 0) -> dict:
+    """PCIe layout of the GPUs from the topology matrix (unknown when it lists none of the
+    GPU_COUNT GPUs the driver reported).
 
     CPU sockets are told apart by the GPUs' NUMA affinity (or CPU affinity on drivers that do
     not print NUMA). A PCIe switch shows as a PIX/PXB path between two GPUs or between a GPU
@@ -126,12 +128,13 @@ def classify(topology: dict) -> dict:
     matrix = topology["matrix"]
     nvlink = any(re.fullmatch(r"NV\d+", v or "") for g in gpus for v in matrix.get(g, {}).values())
     if not gpus:
+        layout = "unknown" if gpu_count else "none"
         return {
-            "layout": "none",
+            "layout": layout,
             "sockets": 0,
             "pcie_switch": False,
             "nvlink": False,
-            "description": LAYOUTS["none"],
+            "description": LAYOUTS[layout],
         }
     sockets_by = topology["numa_affinity"] or topology["cpu_affinity"]
     sockets = len({sockets_by.get(g, "?") for g in gpus})

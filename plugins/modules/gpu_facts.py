@@ -13,7 +13,7 @@ description:
   - Layouts - C(single_switch_one_cpu) (all GPUs behind a PCIe switch on one CPU; PowerEdge
     C4140 configuration K), C(direct_both_cpus) (GPUs attached directly to both CPUs; C4140
     configuration M), C(switched_both_cpus) (GPU groups behind switches on both CPUs; DGX-1),
-    C(direct_one_cpu), C(single_gpu), C(none).
+    C(direct_one_cpu), C(single_gpu), C(unknown) (GPUs whose C(topo -m) printed no matrix), C(none).
   - A node without GPUs or without a working driver is not a failure - C(gpu_present=false).
 version_added: "0.1.0"
 author: dlperf-cluster maintainers (@dlperf-cluster)
@@ -202,7 +202,7 @@ def main() -> None:
         key = f"GPU{gpu['index']}"
         gpu["cpu_affinity"] = topology["cpu_affinity"].get(key)
         gpu["numa_affinity"] = topology["numa_affinity"].get(key)
-    layout = classify(topology)
+    layout = classify(topology, gpu_count=len(gpus))
     module.exit_json(
         changed=False,
         gpu_present=True,
