@@ -146,8 +146,9 @@ def launch_environment(env: dict | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
 
 
-def _gpu_layout() -> dict[str, Any]:
-    """gpu_facts' view of the node: the PCIe layout class from `nvidia-smi topo -m`."""
+def _gpu_layout(gpu_count: int = 0) -> dict[str, Any]:
+    """gpu_facts' view of the node: the PCIe layout class from `nvidia-smi topo -m` (unknown
+    where it prints no matrix of the GPU_COUNT GPUs NVML reported)."""
     import shutil
 
     binary = shutil.which("nvidia-smi")
@@ -159,7 +160,7 @@ def _gpu_layout() -> dict[str, Any]:
         out = subprocess.run(
             [binary, "topo", "-m"], capture_output=True, text=True, timeout=20, check=True
         ).stdout
-        layout = classify(parse_topology(out))
+        layout = classify(parse_topology(out), gpu_count=gpu_count)
         return {"pcie_layout": layout["layout"], "nvlink": layout["nvlink"]}
     except Exception as exc:  # a node whose driver is down still records its result
         return {"pcie_layout": None, "pcie_layout_error": f"{type(exc).__name__}: {exc}"[:200]}
@@ -188,11 +189,12 @@ def _gpu_versions() -> dict[str, Any]:
 def provenance(hosts: list[str], framework: dict[str, Any] | None = None) -> dict[str, Any]:
     """Where a result came from; ``framework`` holds the engine's own versions (framework,
     launcher library, cuDNN/NCCL as the framework reports them)."""
+    gpus = _gpu_versions()
     return {
         "dlperf": _version("dlperf"),
         **(framework or {}),
-        **_gpu_versions(),
-        **_gpu_layout(),
+        **gpus,
+        **_gpu_layout(len(gpus["gpus"])),
         "python": platform.python_version(),
         "hosts": hosts,
         "launch_host": socket.gethostname(),

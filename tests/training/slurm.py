@@ -5,7 +5,6 @@ directory, and stopped again by pid. Nothing of the system's own munge or Slurm 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import pwd
@@ -116,17 +115,6 @@ class LocalSlurm:
             (self.root / sub).mkdir()
         self.procs[1] = self._spawn(["slurmctld", "-D", "-i", "-c"], "slurmctld")
         self._wait(lambda: self.node_state() == "idle", "the node to register idle again")
-
-    @contextlib.contextmanager
-    def controller_stopped(self):
-        """slurmctld stopped (SIGSTOP) for the block: every request waits out MessageTimeout
-        (10 s) unanswered, as a hung or overloaded controller leaves them."""
-        ctld = self.procs[1]
-        ctld.send_signal(signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            ctld.send_signal(signal.SIGCONT)
 
     def _spawn(self, cmd: list[str], name: str) -> subprocess.Popen:
         log = (self.root / f"{name}.out").open("a")

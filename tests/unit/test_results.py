@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from dlperf.report.html import provenance_rows
 from dlperf.results import (
     SCHEMA_VERSION,
     Result,
+    _gpu_layout,
     launch_environment,
     provenance,
     read_result,
@@ -75,6 +77,17 @@ def test_provenance_records_the_pcie_layout_gpu_facts_sees(monkeypatch):
     assert prov["framework"] == "mxnet" and prov["hosts"] == ["node1"]
     monkeypatch.setenv("NVSMI_FIXTURE", "nodriver")  # a node whose driver is down
     assert provenance(["node1"])["pcie_layout"] is None
+
+
+def test_gpus_nvml_counts_without_a_topology_matrix_are_an_unknown_layout(monkeypatch, tmp_path):
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    silent = tmp_path / "no-topology"
+    shutil.copytree(fixtures / "nvidia-smi" / "c4140-m", silent)
+    (silent / "topo.txt").write_text("")  # `topo -m` exits 0 and prints nothing
+    monkeypatch.setenv("PATH", f"{fixtures / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("NVSMI_FIXTURE", str(silent))
+    assert _gpu_layout(gpu_count=4)["pcie_layout"] == "unknown"
+    assert _gpu_layout(gpu_count=0)["pcie_layout"] == "none"  # NVML saw none either
 
 
 def test_provenance_keeps_the_launch_environment_and_the_source_revision():

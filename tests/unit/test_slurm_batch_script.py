@@ -77,6 +77,9 @@ def test_a_cpu_point_asks_for_no_gres_and_pytorch_ranks_need_no_pmi():
         ({"sbatch_args": ["--error=e.log"]}, "it would undo train.log"),
         ({"sbatch_args": ["--requeue"]}, "a requeued point runs again into the same directory"),
         ({"sbatch_args": ["--clusters=gpu"]}, "cancels its jobs on the cluster it runs on"),
+        ({"sbatch_args": ["--cluster=gpu"]}, "cancels its jobs on the cluster it runs on"),
+        ({"sbatch_args": ["--req"]}, "sbatch would read it as --requeue, which cannot be given"),
+        ({"sbatch_args": ["--tim=5"]}, "sbatch would read it as --time, which cannot be given"),
     ],
 )
 def test_bad_slurm_input_is_refused_naming_the_flag(change, needle):

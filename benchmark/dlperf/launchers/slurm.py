@@ -103,6 +103,7 @@ SBATCH_UNDOING = {
     "--clusters": "the sweep follows and cancels its jobs on the cluster it runs on; run it on "
     "a login node of that cluster",
 }
+SBATCH_UNDOING["--cluster"] = SBATCH_UNDOING["--clusters"]  # sbatch takes either
 
 
 def sbatch_arg_problem(cfg) -> str | None:
@@ -119,6 +120,13 @@ def sbatch_arg_problem(cfg) -> str | None:
             )
         if name in SBATCH_UNDOING:
             return f"--sbatch-arg {arg!r}: {SBATCH_UNDOING[name]}"
+        # sbatch takes an unambiguous abbreviation of a long option (getopt_long)
+        meant = sorted(o for o in own | SBATCH_UNDOING.keys() if o.startswith(name))
+        if meant:
+            return (
+                f"--sbatch-arg {arg!r}: sbatch would read it as {' or '.join(meant)}, which "
+                "cannot be given; give sbatch options by their full names"
+            )
     return None
 
 
@@ -171,7 +179,10 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     """One batch job per point, submitted with sbatch and followed until it ends."""
     script = partial / "job.sh"
     script.write_text(batch_script(cfg, nodes, partial))
-    cmd = ["sbatch", "--parsable", str(script)]
+    # The script's directives are given on the command line too: sbatch lets its input
+    # environment variables (SBATCH_TIMELIMIT, SBATCH_REQUEUE, ...) override #SBATCH lines, and
+    # the command line override those.
+    cmd = ["sbatch", "--parsable", *slurm_directives(cfg, nodes, partial), str(script)]
     log.touch()
     # The job inherits this environment (sbatch --export=ALL). With an interface, MPI's TCP
     # transport, Gloo and NCCL's sockets stay on the launch network, as horovodrun's
@@ -237,6 +248,11 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
         exit_code=state.get("ExitCode"),
         nodelist=state.get("NodeList"),
     )
+    if state.get("JobState") == PURGED:
+        ended = accounted_state(job_id)
+        if ended.get("JobState") in FINAL_STATES:
+            state = state | ended
+            details.update(job_state=ended["JobState"], exit_code=ended.get("ExitCode"))
     rc = exit_status(state)
     if state.get("JobState") == PURGED:
         rc = 0 if result_ok(partial) else 1
@@ -264,18 +280,17 @@ def follow_job(job_id: str, limit_s: float, log: Path, details: dict) -> dict:
     while True:
         answer = job_state(job_id)
         # Said twice in a row, a second apart: not a controller's passing answer. The job has
-        # ended; sacct says how, where accounting records it.
+        # ended (run() asks sacct how).
         gone = gone + 1 if answer.get("JobState") == PURGED else 0
         if gone >= 2:
-            ended = accounted_state(job_id)
-            return ended if ended.get("JobState") in FINAL_STATES else state | answer
+            return state | answer
         if gone:
             answer = {}
         now = time.monotonic()
-        # A controller that does not answer (overloaded, restarting) leaves the job as it was
-        # last seen: a job seen waiting is still waiting.
+        # Time the controller does not answer (overloaded, restarting) counts as running: a
+        # controller silent for --timeout plus GRACE_S is not waited on any longer.
         seen = answer or state
-        waiting = seen.get("JobState") in WAITING_STATES
+        waiting = bool(answer) and seen.get("JobState") in WAITING_STATES
         if not waiting:
             counted += now - last
         last = now
