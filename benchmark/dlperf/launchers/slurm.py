@@ -271,7 +271,7 @@ def follow_job(job_id: str, limit_s: float, log: Path, details: dict) -> dict:
     counted against LIMIT_S: a busy partition holds a point as long as it must. Each reason it
     waits for goes to the point's log, the time to its start to DETAILS (queued_s). A job seen
     running, or not seen since, for longer than LIMIT_S is cancelled and said so in the log; one
-    slurmctld no longer knows has ended (JobState PURGED unless sacct tells how)."""
+    slurmctld no longer knows has ended (JobState PURGED: run() asks sacct how)."""
     submitted = last = time.monotonic()
     counted = 0.0
     state: dict = {}
