@@ -105,6 +105,14 @@ def read_result(path: Path) -> dict:
     return upgrade(json.loads(path.read_text()), path)
 
 
+def is_complete(point: Path) -> bool:
+    """Whether a point's result.json records a run that finished (rank 0 writes it last)."""
+    try:
+        return json.loads((point / "result.json").read_text()).get("status") == "ok"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)

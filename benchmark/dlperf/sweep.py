@@ -27,7 +27,7 @@ from dlperf_module_utils.dlperf_job import log_tail, train_flag
 from dlperf import launchers
 from dlperf.launchers import Launch
 from dlperf.launchers.slurm import sbatch_arg_problem
-from dlperf.results import Result, launch_environment, write_atomic, write_result
+from dlperf.results import Result, is_complete, launch_environment, write_atomic, write_result
 from dlperf.train.command import check_train_argv
 from dlperf.usage import UsageError
 
@@ -135,13 +135,6 @@ def validate(cfg: SweepConfig) -> None:
 
 def point_dir(root: Path, nodes: int) -> Path:
     return root / f"{nodes}nodes"
-
-
-def is_complete(point: Path) -> bool:
-    try:
-        return json.loads((point / "result.json").read_text()).get("status") == "ok"
-    except (OSError, ValueError):
-        return False
 
 
 def _launch_record(launch: Launch, result_file: Path) -> dict:

@@ -4,7 +4,6 @@ ranks (PMIx for Horovod's MPI, SLURM_* for PyTorch); scancel on interrupt."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shlex
@@ -29,7 +28,7 @@ from dlperf.launchers.slurm_jobs import (
     job_state,
     never_starts,
 )
-from dlperf.results import write_bytes_atomic
+from dlperf.results import is_complete, write_bytes_atomic
 
 # The batch script of one point. srun starts a sampler on every allocated node (sharing the
 # job's CPUs with --overlap) reading a FIFO this script holds open, then the ranks; closing the
@@ -167,14 +166,6 @@ POLL_S = 1.0  # sbatch --wait backs off to 32 s between looks: too coarse for mi
 GRACE_S = 600.0
 
 
-def result_ok(partial: Path) -> bool:
-    """Whether the point's ranks wrote a result of a run that finished (rank 0 writes it last)."""
-    try:
-        return json.loads((partial / "result.json").read_text()).get("status") == "ok"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     """One batch job per point, submitted with sbatch and followed until it ends."""
     script = partial / "job.sh"
@@ -243,19 +234,18 @@ def run(cfg, nodes: int, partial: Path, log: Path) -> Launch:
     except BaseException:  # Ctrl-C, SIGTERM (the sweep raises): the job goes with the sweep
         cancel(job_id)
         raise
+    if state.get("JobState") == PURGED:
+        ended = accounted_state(job_id)
+        if ended.get("JobState") in FINAL_STATES:
+            state = state | ended
     details.update(
         job_state=state.get("JobState"),
         exit_code=state.get("ExitCode"),
         nodelist=state.get("NodeList"),
     )
-    if state.get("JobState") == PURGED:
-        ended = accounted_state(job_id)
-        if ended.get("JobState") in FINAL_STATES:
-            state = state | ended
-            details.update(job_state=ended["JobState"], exit_code=ended.get("ExitCode"))
     rc = exit_status(state)
     if state.get("JobState") == PURGED:
-        rc = 0 if result_ok(partial) else 1
+        rc = 0 if is_complete(partial) else 1
         with log.open("a") as fh:
             fh.write(
                 f"dlperf sweep: slurm job {job_id} is no longer known to Slurm (purged from "
@@ -289,22 +279,21 @@ def follow_job(job_id: str, limit_s: float, log: Path, details: dict) -> dict:
         now = time.monotonic()
         # Time the controller does not answer (overloaded, restarting) counts as running: a
         # controller silent for --timeout plus GRACE_S is not waited on any longer.
-        seen = answer or state
-        waiting = bool(answer) and seen.get("JobState") in WAITING_STATES
+        waiting = bool(answer) and answer.get("JobState") in WAITING_STATES
         if not waiting:
             counted += now - last
         last = now
         state = answer or state
         if state.get("JobState") in FINAL_STATES:
             return state
-        if waiting and (seen["JobState"], seen.get("Reason")) != said:
-            said = (seen["JobState"], seen.get("Reason"))
+        if waiting and (answer["JobState"], answer.get("Reason")) != said:
+            said = (answer["JobState"], answer.get("Reason"))
             with log.open("a") as fh:
                 fh.write(f"dlperf sweep: slurm job {job_id} {said[0]} ({said[1] or 'no reason'})\n")
-        if waiting and never_starts(seen.get("Reason")):
+        if waiting and never_starts(answer.get("Reason")):
             with log.open("a") as fh:
                 fh.write(
-                    f"dlperf sweep: slurm job {job_id} cannot start: {seen['Reason']} does not "
+                    f"dlperf sweep: slurm job {job_id} cannot start: {answer['Reason']} does not "
                     "clear without a change to the job or the partition's limits (e.g. a --time "
                     "above the partition's MaxTime: lower --timeout, or give --sbatch-arg "
                     "--partition= of one that allows it); cancelled it\n"
