@@ -121,7 +121,9 @@ tier_unit() { pytest -q -n auto --dist loadgroup --durations=10 tests/unit; }
 tier_package() { pytest -q tests/package; }
 # The bmc role and playbook against three Redfish emulators over HTTPS (sushy-tools).
 tier_bmc() { pytest -q tests/bmc; }
-tier_training() { pytest -q --durations=10 tests/training; }
+# Two workers: the training tests mostly wait (on ranks, Slurm, SSH); each file stays on one
+# worker (its module fixtures), each worker has its own one-node Slurm and dataset.
+tier_training() { pytest -q -n 2 --dist loadfile --durations=10 tests/training; }
 # The reference inventory's site.yml, validate.yml and benchmark.yml --check on nine systemd
 # containers (-s: the runs print their wall times).
 tier_rehearsal() {

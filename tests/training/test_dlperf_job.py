@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from ..conftest import process_alive
@@ -224,10 +225,11 @@ def test_a_module_stopped_by_sigterm_stops_its_job(run_playbook, tmp_path, detac
         time.sleep(0.5)
     assert started.exists(), "the stand-in rank never started"
     rank_pid = int(started.read_text())
+    # this test's own module: a descendant of this process (other tests run beside it)
     modules = [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and b"AnsiballZ_dlperf_job" in _cmdline(pid)
+        child.pid
+        for child in psutil.Process().children(recursive=True)
+        if "AnsiballZ_dlperf_job" in " ".join(_cmdline(child))
     ]
     assert modules, "no dlperf_job module process"
     for pid in modules:
@@ -242,8 +244,8 @@ def test_a_module_stopped_by_sigterm_stops_its_job(run_playbook, tmp_path, detac
     assert not process_alive(rank_pid), "the rank outlived its module"
 
 
-def _cmdline(pid: str) -> bytes:
+def _cmdline(process: psutil.Process) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
+        return process.cmdline()
+    except psutil.Error:  # ended meanwhile
+        return []
