@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -57,8 +58,9 @@ class ModelInputs:
     bandwidth_gbit: float  # per node, inter-node
     latency_us: float
     overlap: float = 0.0
-    # measured allreduce per node count: {nodes: (bytes, median seconds)}
+    # measured allreduce per node count: {nodes: (bytes, median seconds)}, and its file
     allreduce: dict[int, tuple[float, float]] = field(default_factory=dict)
+    allreduce_files: dict[int, str] = field(default_factory=dict)
     input_ceiling: float | None = None  # images/s per node
     epochs: dict[int, float] = field(default_factory=dict)
     train_images: int = IMAGENET_TRAIN_IMAGES
@@ -128,6 +130,11 @@ def predict(inputs: ModelInputs, nodes: list[int]) -> list[dict]:
     return rows
 
 
+def _positive(value: float) -> bool:
+    """> 0 and finite: NaN passes every `<= 0` test, and infinity divides into nothing."""
+    return math.isfinite(value) and value > 0
+
+
 def _int_map(text: str, flag: str) -> dict[int, float]:
     out = {}
     for part in text.split(","):
@@ -136,18 +143,21 @@ def _int_map(text: str, flag: str) -> dict[int, float]:
             n, v = int(key), float(value)
         except ValueError:
             n, v = 0, 0.0
-        if not sep or n < 1 or v <= 0:
+        if not sep or n < 1 or not _positive(v):
             raise UsageError(f"{flag} {text!r}: give NODES=VALUE pairs, e.g. 1=61,2=62")
         out[n] = v
     return out
 
 
-def _read_allreduce(paths: list[Path], gpus_per_node: int) -> dict[int, tuple[float, float]]:
-    """{nodes: (bytes, median seconds)} from `dlperf allreduce --output` summaries. A wrong
-    reduction, an empty or instant one, or a ring of another number of ranks per node than the
-    modelled one (its bandwidth is another ring's: each link carries 2(N-1)/N of the tensor)
-    is refused, naming the file."""
-    measured = {}
+def _read_allreduce(
+    paths: list[Path], gpus_per_node: int
+) -> tuple[dict[int, tuple[float, float]], dict[int, str]]:
+    """{nodes: (bytes, median seconds)} from `dlperf allreduce --output` summaries, and {nodes:
+    file}. A wrong reduction, an empty or instant one, a ring of another number of ranks per
+    node than the modelled one (its bandwidth is another ring's: each link carries 2(N-1)/N of
+    the tensor), or a second summary of a node count is refused, naming the file."""
+    measured: dict[int, tuple[float, float]] = {}
+    files: dict[int, str] = {}
     for path in paths:
         try:
             summary = json.loads(path.read_text())
@@ -171,12 +181,17 @@ def _read_allreduce(paths: list[Path], gpus_per_node: int) -> dict[int, tuple[fl
                 f"ring has {nodes * gpus_per_node} (--gpus-per-node {gpus_per_node}); measure "
                 f"with {gpus_per_node} rank(s) per node"
             )
-        measured[nodes] = (nbytes, seconds)
-    return measured
+        if nodes in files:
+            raise UsageError(
+                f"--allreduce {path}: a second summary of {nodes} node(s) (the first: "
+                f"{files[nodes]}); give one per node count"
+            )
+        measured[nodes], files[nodes] = (nbytes, seconds), str(path)
+    return measured, files
 
 
 def inputs_from_args(args) -> ModelInputs:
-    if args.node_throughput <= 0:
+    if not _positive(args.node_throughput):
         raise UsageError(f"--node-throughput {args.node_throughput}: must be > 0 images/s")
     if args.gpus_per_node < 1 or args.batch_per_gpu < 1:
         raise UsageError("--gpus-per-node and --batch-per-gpu must be >= 1")
@@ -189,7 +204,7 @@ def inputs_from_args(args) -> ModelInputs:
         raise UsageError(f"--overlap {args.overlap}: a fraction between 0 and 1")
     if args.model not in MODELS:
         raise UsageError(f"--model {args.model}: one of {', '.join(sorted(MODELS))}")
-    if args.width_multiplier <= 0 or args.classes < 2:
+    if not _positive(args.width_multiplier) or args.classes < 2:
         raise UsageError(
             f"--width-multiplier {args.width_multiplier} must be > 0 and --classes "
             f"{args.classes} >= 2"
@@ -199,20 +214,26 @@ def inputs_from_args(args) -> ModelInputs:
     parameters = parameter_count(args.model, args.classes, args.width_multiplier)
     bandwidth, latency = FABRICS[args.fabric]
     if args.bandwidth_gbit is not None:
-        if args.bandwidth_gbit <= 0:
+        if not _positive(args.bandwidth_gbit):
             raise UsageError(f"--bandwidth-gbit {args.bandwidth_gbit}: must be > 0")
         bandwidth = args.bandwidth_gbit
     if args.latency_us is not None:
-        if args.latency_us < 0:
+        if not (math.isfinite(args.latency_us) and args.latency_us >= 0):
             raise UsageError(f"--latency-us {args.latency_us}: must be >= 0")
         latency = args.latency_us
     # the seed's published epochs to 74.9 % top-1 (C4140-M, EDR), per node count
     seed = reference()["seed_ready_solution_v1_1"]["epochs_to_converge"]
+    if args.epochs and args.seed_epochs:
+        raise UsageError(
+            f"--epochs {args.epochs!r} and --seed-epochs: give one (the seed's are "
+            f"{','.join(f'{n}={e}' for n, e in seed.items())})"
+        )
     epochs = {int(n): e for n, e in seed.items()} if args.seed_epochs else {}
     if args.epochs:
         epochs = _int_map(args.epochs, "--epochs")
-    if args.input_ceiling is not None and args.input_ceiling <= 0:
+    if args.input_ceiling is not None and not _positive(args.input_ceiling):
         raise UsageError(f"--input-ceiling {args.input_ceiling}: must be > 0 images/s")
+    allreduce, allreduce_files = _read_allreduce(args.allreduce, args.gpus_per_node)
     return ModelInputs(
         node_throughput=args.node_throughput,
         gpus_per_node=args.gpus_per_node,
@@ -221,7 +242,8 @@ def inputs_from_args(args) -> ModelInputs:
         bandwidth_gbit=bandwidth,
         latency_us=latency,
         overlap=args.overlap,
-        allreduce=_read_allreduce(args.allreduce, args.gpus_per_node),
+        allreduce=allreduce,
+        allreduce_files=allreduce_files,
         input_ceiling=args.input_ceiling,
         epochs=epochs,
         train_images=args.train_images,
@@ -248,10 +270,18 @@ def render(inputs: ModelInputs, rows: list[dict], label: str) -> list[str]:
             f", input ceiling {inputs.input_ceiling:.0f} img/s per node"
             if inputs.input_ceiling
             else ""
-        ),
-        f"{'nodes':>5} {'comm ms':>8} {'step ms':>8} {'img/s':>9} {'speedup':>7} {'eff':>6} "
-        f"{'epochs':>6} {'TTA min':>8} {'TTA x':>6}  largest loss",
+        )
+        + f", {inputs.train_images:,} training images per epoch",
     ]
+    for n, (nbytes, seconds) in sorted(inputs.allreduce.items()):
+        lines.append(
+            f"allreduce measured on {n} node(s): {nbytes / 1e6:.1f} MB in {seconds * 1e3:.2f} ms, "
+            f"algbw {nbytes / seconds / 1e9:.2f} GB/s ({inputs.allreduce_files.get(n, '?')})"
+        )
+    lines.append(
+        f"{'nodes':>5} {'comm ms':>8} {'step ms':>8} {'img/s':>9} {'speedup':>7} {'eff':>6} "
+        f"{'epochs':>6} {'TTA min':>8} {'TTA x':>6}  {'largest loss':<13} comm from"
+    )
     for r in rows:
         tta = f"{r['tta_s'] / 60:8.1f}" if r["tta_s"] else f"{'-':>8}"
         ttax = f"{r['tta_speedup']:6.2f}" if r.get("tta_speedup") else f"{'-':>6}"
@@ -259,7 +289,7 @@ def render(inputs: ModelInputs, rows: list[dict], label: str) -> list[str]:
         lines.append(
             f"{r['nodes']:5d} {r['comm_s'] * 1e3:8.2f} {r['step_s'] * 1e3:8.1f} "
             f"{r['throughput']:9.0f} {r['speedup']:7.2f} {r['efficiency']:6.1%} {epochs} {tta} "
-            f"{ttax}  {r['largest_loss']}"
+            f"{ttax}  {r['largest_loss']:<13} {r['comm_source']}"
         )
     return lines
 
@@ -304,8 +334,20 @@ def add_parser(sub) -> None:
 def run_model(args) -> int:
     nodes = parse_nodes(args.nodes)
     inputs = inputs_from_args(args)
+    for n in sorted(set(inputs.allreduce) - set(nodes[1:])):
+        # one node has no inter-node allreduce; another count stands for no row
+        why = "one node has no inter-node allreduce" if n == 1 else "not among --nodes"
+        print(
+            f"dlperf model: --allreduce {inputs.allreduce_files[n]}: {n} node(s) is {why} "
+            f"{args.nodes}; not used",
+            file=sys.stderr,
+        )
+        del inputs.allreduce[n], inputs.allreduce_files[n]
     rows = predict(inputs, nodes)
+    if args.json is not None:  # before the table: a path that cannot be written leaves no doubt
+        try:
+            write_atomic(args.json, {"label": args.label, "inputs": asdict(inputs), "rows": rows})
+        except OSError as exc:
+            raise UsageError(f"--json {args.json}: cannot be written ({exc})") from None
     print("\n".join(render(inputs, rows, args.label)))
-    if args.json is not None:
-        write_atomic(args.json, {"label": args.label, "inputs": asdict(inputs), "rows": rows})
     return 0

@@ -166,3 +166,12 @@ def test_a_completed_point_with_no_rate_says_no_rate_not_ok():
     ax = fig_throughput(points).axes[0]
     assert [bar.get_height() for bar in ax.patches] == [50.0, 0]
     assert [t.get_text() for t in ax.texts] == ["no rate"]
+
+
+def test_the_rate_figures_time_axis_is_from_the_first_sample_not_the_points_start():
+    from dlperf.report.figures import fig_nas
+
+    point = Point(2, {"status": "ok"}, {"a": samples(100, 11, 107, 100 * MB)})
+    fig, drawn, _ = fig_nas([point])
+    assert drawn
+    assert fig.axes[0].get_xlabel() == "seconds since the point's first telemetry sample"

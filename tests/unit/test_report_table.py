@@ -112,3 +112,50 @@ def test_a_throughput_report_does_not_caption_fig3_as_a_measured_time_to_accurac
     assert captions(points, tta, None, {})["fig3_time_to_accuracy"].startswith(
         "Measured: time to the target top-1 per node count on c01, c02"
     )
+
+
+def test_a_prediction_for_another_number_of_gpus_is_no_error_of_the_measurement():
+    # `dlperf model` at its default 4 GPUs per node against a sweep of one rank per node: the
+    # rows meet by node count, but a prediction for 8 GPUs says nothing of 2 workers' rate.
+    from dlperf.report.html import add_prediction
+
+    points = [
+        Point(1, {"status": "ok", "world_size": 1, "throughput_img_per_s": 40.0}),
+        Point(2, {"status": "ok", "world_size": 2, "throughput_img_per_s": 70.0}),
+    ]
+    prediction = {
+        1: {"nodes": 1, "gpus": 1, "throughput": 40.0, "largest_loss": "none"},
+        2: {"nodes": 2, "gpus": 8, "throughput": 300.0, "tta_s": 50.0, "largest_loss": "none"},
+    }
+    rows = add_prediction(summary_rows(points), prediction)
+    assert rows[0]["prediction_error"] == 0.0
+    assert rows[1]["prediction_error"] is None and rows[1]["tta_prediction_error"] is None
+    errors = column(summary_table(rows), "error")  # the img/s error column
+    assert errors[1] == "— (predicted for 8 GPUs, 2 workers ran)", errors
+
+
+def test_the_model_column_says_its_time_to_accuracy_is_training_time_only():
+    head, _ = cells(summary_table(summary_rows([Point(1, {"status": "ok", "world_size": 1})])))
+    assert "predicted time to accuracy (s, training only)" in head
+
+
+def test_fig3s_caption_names_the_seeds_curve_only_where_the_figure_draws_it():
+    prov = {"provenance": {"hosts": ["c01"]}}
+
+    def caption(*nodes):
+        tta = [Point(n, {"status": "ok", "mode": "tta", "world_size": n,
+                         "time_to_accuracy_s": 600.0 / n, **prov}) for n in nodes]  # fmt: skip
+        return captions(tta, tta, None, {})["fig3_time_to_accuracy"]
+
+    assert "the seed's published 1.8x/3.3x/4.9x over one node" in caption(1, 2, 4)
+    assert "drawn from 2 nodes on" in caption(2, 4, 8)
+    # from 3 nodes on there is no published curve to draw: the caption says so
+    text = caption(3, 6)
+    assert "1.8x" not in text and "not drawn" in text, text
+
+
+def test_a_result_file_that_is_json_but_not_an_object_is_named(tmp_path):
+    (tmp_path / "1nodes").mkdir()
+    (tmp_path / "1nodes" / "result.json").write_text("[]")
+    with pytest.raises(ReportError, match=r"1nodes/result\.json is not a readable result file"):
+        load_points(tmp_path)

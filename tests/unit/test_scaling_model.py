@@ -141,6 +141,19 @@ def test_a_narrow_model_moves_its_own_gradients():
             ["--node-throughput", "10", "--allreduce", "/nonexistent.json"],
             "--allreduce /nonexistent",
         ),
+        # what is not a finite number is refused too (NaN passes every comparison's "not")
+        (["--node-throughput", "inf"], "--node-throughput inf: must be > 0"),
+        (["--node-throughput", "nan"], "--node-throughput nan: must be > 0"),
+        (["--node-throughput", "10", "--width-multiplier", "inf"], "--width-multiplier inf"),
+        (["--node-throughput", "10", "--bandwidth-gbit", "nan"], "--bandwidth-gbit nan"),
+        (["--node-throughput", "10", "--latency-us", "inf"], "--latency-us inf"),
+        (["--node-throughput", "10", "--input-ceiling", "nan"], "--input-ceiling nan"),
+        (["--node-throughput", "10", "--epochs", "1=nan,2=62"], "--epochs '1=nan,2=62'"),
+        (
+            ["--node-throughput", "10", "--epochs", "1=61", "--seed-epochs"],
+            "--epochs '1=61' and --seed-epochs: give one",
+        ),
+        (["--node-throughput", "10", "--json", "/"], "--json /: cannot be written"),
     ],
 )
 def test_bad_input_is_refused_naming_the_flag(args, needle):
@@ -165,3 +178,36 @@ def test_an_allreduce_summary_that_cannot_stand_for_the_ring_is_refused(tmp_path
     args = ("--node-throughput", "10", "--gpus-per-node", "4", "--allreduce", str(path))
     proc = dlperf(*args, check=False)
     assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+
+
+def test_two_summaries_of_one_node_count_are_refused_and_an_unused_one_is_named(tmp_path):
+    paths = []
+    for name, hosts in (("a", ["a", "b"]), ("b", ["c", "d"]), ("c", ["a", "b", "c"])):
+        paths.append(tmp_path / f"{name}.json")
+        summary = {"hosts": hosts, "world_size": 4 * len(hosts), "correct": True, "bytes": 4e6}
+        paths[-1].write_text(json.dumps({**summary, "median_s": 0.002}))
+    both = ("--allreduce", str(paths[0]), "--allreduce", str(paths[1]))
+    proc = dlperf("--node-throughput", "10", *both, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--allreduce {paths[1]}: a second summary of 2 node(s) (the first: {paths[0]})" in (
+        proc.stderr
+    )
+    # a 3-node summary on --nodes 1,2,4 stands for no row: said, and the fabric's numbers used
+    proc = dlperf("--node-throughput", "10", "--nodes", "1,2,4", "--allreduce", str(paths[2]))
+    assert f"--allreduce {paths[2]}: 3 node(s) is not among --nodes 1,2,4; not used" in proc.stderr
+    assert "measured" not in proc.stdout
+
+
+def test_the_printout_names_each_measured_allreduce_and_the_rows_it_stands_for(tmp_path):
+    summary = tmp_path / "allreduce.json"
+    summary.write_text(json.dumps({"hosts": ["a", "b"], "world_size": 8, "correct": True,
+                                   "bytes": 4e6, "median_s": 0.002}))  # fmt: skip
+    proc = dlperf("--node-throughput", "5357", "--nodes", "2,4", "--allreduce", str(summary),
+                  "--train-images", "1000")  # fmt: skip
+    lines = proc.stdout.splitlines()
+    assert f"allreduce measured on 2 node(s): 4.0 MB in 2.00 ms, algbw 2.00 GB/s ({summary})" in (
+        lines
+    ), lines
+    assert "1,000 training images per epoch" in lines[0], lines[0]
+    rows = {line.split()[0]: line for line in lines if line.strip()[:1].isdigit()}
+    assert rows["2"].endswith("measured") and rows["4"].endswith("alpha-beta"), rows

@@ -52,6 +52,8 @@ def load_points(results: Path) -> list[Point]:
         path = child / "result.json"
         try:
             result = json.loads(path.read_text())
+            if not isinstance(result, dict):
+                raise ValueError(f"a JSON {type(result).__name__}, not an object")
         except FileNotFoundError:
             result = {"status": "missing", "error": f"{path} does not exist"}
         except (OSError, ValueError) as exc:

@@ -168,7 +168,7 @@ def _over_time(
         reasons += [f"{p.nodes} node(s): {r}" for r in missing_sources(p, source)]
     ax.set_title(title)
     if drawn:
-        ax.set_xlabel("seconds since the point started")
+        ax.set_xlabel("seconds since the point's first telemetry sample")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
     else:

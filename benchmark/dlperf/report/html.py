@@ -93,12 +93,25 @@ def captions(points: list, tta_points: list, base: list | None, prediction: dict
             "(the figure says why, and how to add one)."
         )
     else:
+        # Fig. 3b draws the seed's curve from the measurement's base on, where the seed has one
+        seed = reference()["seed_ready_solution_v1_1"]["speedup_vs_1_node"]
+        if tta_base in seed:
+            published = "/".join(f"{seed[n]:g}x" for n in sorted(seed) if n > 1)
+            beside = (
+                f" beside linear and the seed's published {published} over one node (right; "
+                "published, not measured here"
+                + (f"; drawn from {tta_base} nodes on" if tta_base != 1 else "")
+                + ")"
+            )
+        else:
+            beside = (
+                f" beside linear (right; the seed's published speedups, at {sorted(seed)} "
+                f"nodes, have no point at {tta_base}: not drawn)"
+            )
         fig3 = (
             f"Measured: time to the target top-1 per node count on "
-            f"{tta_where} (left), and the speedup over {tta_base} node(s) beside linear and the "
-            "seed's published 1.8x/3.3x/4.9x over one node (right; published, not measured here"
-            + (f"; drawn from {tta_base} nodes on" if tta_base != 1 else "")
-            + ")"
+            f"{tta_where} (left), and the speedup over {tta_base} node(s)"
+            + beside
             + (
                 "; the crosses are dlperf model's prediction, not a measurement."
                 if any(row.get("tta_s") for row in prediction.values())
@@ -204,9 +217,13 @@ def summary_table(rows: list[dict]) -> str:
         ("precision", labelled("precision")),
         ("GPU", labelled("gpu")),
         ("predicted img/s", lambda r: _fmt(r.get("predicted_img_per_s"), ".1f")),
-        ("error", lambda r: _fmt(r.get("prediction_error"), "+.0%")),
-        ("predicted time to accuracy (s)", lambda r: _fmt(r.get("predicted_tta_s"), ".1f")),
-        ("error", lambda r: _fmt(r.get("tta_prediction_error"), "+.0%")),
+        ("error", lambda r: _fmt(r.get("prediction_error"), "+.0%") + _other_gpus(r, "")),
+        # the model's epochs x images / rate: no evaluation in it, which a measured time has
+        (
+            "predicted time to accuracy (s, training only)",
+            lambda r: _fmt(r.get("predicted_tta_s"), ".1f"),
+        ),
+        ("error", lambda r: _fmt(r.get("tta_prediction_error"), "+.0%") + _other_gpus(r, "tta_")),
         ("largest loss (model)", lambda r: html.escape(str(r.get("largest_loss") or "—"))),
     )
     head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in columns)
@@ -216,22 +233,36 @@ def summary_table(rows: list[dict]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _other_gpus(row: dict, prefix: str) -> str:
+    """Why a row has no error against the model: its prediction was for another GPU count."""
+    gpus, ran = row.get("predicted_gpus"), row.get(f"{prefix}predicted_for_workers")
+    return f" (predicted for {gpus} GPUs, {ran} workers ran)" if ran else ""
+
+
 def add_prediction(rows: list[dict], prediction: dict[int, dict]) -> list[dict]:
     """Each row with the model's throughput for its node count, the measurement's error against
-    it, and the loss the model names largest."""
+    it, and the loss the model names largest. A prediction for another number of GPUs than the
+    row's workers is shown, but no error against it is taken."""
     out = []
     for row in rows:
         pred = prediction.get(row["nodes"])
         if pred is None:
             out.append(row)
             continue
+        gpus = pred.get("gpus")
+        extra = {"predicted_gpus": gpus}
         measured = row.get("throughput_img_per_s")
-        error = measured / pred["throughput"] - 1.0 if measured else None
+        if gpus is not None and row.get("workers") not in (None, gpus):
+            extra["predicted_for_workers"], measured = row["workers"], None
         tta, tta_pred = row.get("time_to_accuracy_s"), pred.get("tta_s")
+        tta_workers = row.get("tta_workers", row.get("workers"))
+        if tta and tta_pred and gpus is not None and tta_workers not in (None, gpus):
+            extra["tta_predicted_for_workers"], tta = tta_workers, None
+        error = measured / pred["throughput"] - 1.0 if measured else None
         out.append(dict(row, predicted_img_per_s=pred["throughput"], prediction_error=error,
                         predicted_tta_s=tta_pred,
                         tta_prediction_error=tta / tta_pred - 1.0 if tta and tta_pred else None,
-                        largest_loss=pred.get("largest_loss")))  # fmt: skip
+                        largest_loss=pred.get("largest_loss"), **extra))  # fmt: skip
     return out
 
 
