@@ -48,6 +48,13 @@ CASES = [
         "nfs_server_allow_no_root_squash",
     ),
     (
+        # exportfs reads 00 as 0: root all the same
+        "anongid-00-without-opt-in",
+        "nfs_server",
+        {"nfs_server_exports": [dict(GOOD_EXPORT, options=["rw", "all_squash", "anongid=00"])]},
+        "nfs_server_allow_no_root_squash",
+    ),
+    (
         "relative-export-path",
         "nfs_server",
         {"nfs_server_exports": [dict(GOOD_EXPORT, path="srv/nfs")]},
