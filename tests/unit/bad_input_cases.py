@@ -310,6 +310,56 @@ CASES = [
         "opensm_ports",
     ),
     (
+        # without the default partition's rule every other port is a limited member there
+        "opensm-partitions-without-the-default",
+        "opensm",
+        {"opensm_enabled": True, "opensm_partitions": [{"name": "storage", "pkey": "0x8001"}]},
+        "the default partition (0x7fff) must be among them",
+    ),
+    (
+        # 0x8001 and 0x0001 are one partition to OpenSM (the low 15 bits)
+        "opensm-partitions-one-pkey-twice",
+        "opensm",
+        {
+            "opensm_enabled": True,
+            "opensm_partitions": [
+                {"name": "Default", "pkey": "0x7fff"},
+                {"name": "a", "pkey": "0x8001"},
+                {"name": "b", "pkey": "0x0001"},
+            ],
+        },
+        "must differ in their low 15 bits",
+    ),
+    (
+        "opensm-partition-mtu-not-an-ib-mtu",
+        "opensm",
+        {
+            "opensm_enabled": True,
+            "opensm_partitions": [dict({"name": "Default", "pkey": "0x7fff"}, mtu=4092)],
+        },
+        "an mtu of 256, 512, 1024, 2048, 4096",
+    ),
+    (
+        "opensm-partition-name-with-a-colon",
+        "opensm",
+        {
+            "opensm_enabled": True,
+            "opensm_partitions": [dict({"name": "Default", "pkey": "0x7fff"}, name="Default:x")],
+        },
+        "opensm_partitions:",
+    ),
+    (
+        "opensm-partition-members-end-the-rule",
+        "opensm",
+        {
+            "opensm_enabled": True,
+            "opensm_partitions": [
+                dict({"name": "Default", "pkey": "0x7fff"}, members="ALL=full ; Evil=0x1 : ALL")
+            ],
+        },
+        "without ':', ';' or '#'",
+    ),
+    (
         "bench-user-root",
         "common",
         {"common_bench_user": "root", "common_bench_uid": 0},
