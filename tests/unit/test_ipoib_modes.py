@@ -110,3 +110,13 @@ def test_the_staged_interface_its_mode_mtu_and_pkey(run_playbook, tmp_path, extr
     assert run.rc == 0, run.failed_tasks()
     note = staged(run)
     assert note.startswith(expected + " is configured through ifupdown"), note
+    # connected mode staged without the HCA it will meet: what an mlx5 one needs, said now
+    assert ("ConnectX-4 or newer" in note) == (extra.get("ipoib_mode") == "connected"), note
+
+
+def test_connected_mode_staged_with_mlnx_ofed_needs_no_warning(run_playbook, tmp_path):
+    settings = {"ipoib_stage_without_device": True, "ipoib_backend": "ifupdown"}
+    settings |= {"ipoib_mode": "connected", "ofed_source": "mlnx_ofed", **no_ipoib(tmp_path)}
+    run = run_playbook(apply_role("ipoib"), inventory(), settings)
+    assert run.rc == 0, run.failed_tasks()
+    assert "ConnectX-4 or newer" not in staged(run)
