@@ -238,7 +238,9 @@ def hold_run(root: Path, run_id: str):
     remove the running point's directory under it. The lock file names its holder."""
     import fcntl
 
-    fh = (root / "sweep.lock").open("a+")
+    # Read and written in place, not opened to append: an append-mode write lands after the last
+    # holder's line whatever the position, and the line must replace it.
+    fh = os.fdopen(os.open(root / "sweep.lock", os.O_RDWR | os.O_CREAT, 0o644), "r+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

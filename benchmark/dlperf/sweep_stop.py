@@ -86,6 +86,14 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         raise SweepError(
             f"{lock}: pid {pid} is not a dlperf sweep ({' '.join(command)[:200]}); nothing stopped"
         )
+    # A holder that ended leaves its line until the next one writes its own: its pid may be
+    # another sweep's by then.
+    if not _sweeps_here(proc, command, results, run_id):
+        raise SweepError(
+            f"{lock}: pid {pid} is a sweep of --run-id {_flag(command, '--run-id')} under "
+            f"{_flag(command, '--results') or 'results'}, not of this one (the lock's holder "
+            "has ended, or has not written its line yet); nothing stopped"
+        )
     try:
         proc.send_signal(signal.SIGTERM)
     except psutil.NoSuchProcess:
@@ -132,24 +140,34 @@ def _is_sweep(command: list[str]) -> bool:
     )
 
 
+def _sweeps_here(proc: psutil.Process, command: list[str], results: Path, run_id: str) -> bool:
+    """Whether the sweep COMMAND (of PROC) runs RUN_ID under RESULTS: its --results is read
+    relative to its working directory."""
+    if _flag(command, "--run-id") != run_id:
+        return False
+    given = Path(_flag(command, "--results") or "results")
+    try:
+        cwd = proc.cwd()
+    except psutil.Error:
+        cwd = None
+    if not given.is_absolute() and not cwd:
+        return False  # relative to a working directory that cannot be read
+    return (Path(cwd or "/") / given).resolve() == results.resolve()
+
+
 def _stop_unlocked(
     results: Path, run_id: str, why: str, wait_s: float = STOP_WAIT_S
 ) -> tuple[bool, str]:
     """No sweep holds the lock: one may be starting (it has not taken it yet), or run where
     locks are not served. Such processes of this host, `dlperf sweep --results RESULTS
     --run-id RUN_ID`, are stopped (none has launched a point: that comes after the lock)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "cwd"]):
-        command = proc.info["cmdline"] or []
-        if proc.pid == os.getpid() or not _is_sweep(command):
-            continue
-        if _flag(command, "--run-id") != run_id:
-            continue
-        given = Path(_flag(command, "--results") or "results")
-        if not given.is_absolute() and not proc.info["cwd"]:
-            continue  # relative to a working directory that cannot be read
-        if (Path(proc.info["cwd"] or "/") / given).resolve() == results.resolve():
-            found.append(proc)
+    found = [
+        proc
+        for proc in psutil.process_iter(["cmdline"])
+        if proc.pid != os.getpid()
+        and _is_sweep(proc.info["cmdline"] or [])
+        and _sweeps_here(proc, proc.info["cmdline"], results, run_id)
+    ]
     if not found:
         return False, f"--run-id {run_id}: {why}: nothing to stop"
     for proc in found:

@@ -116,3 +116,37 @@ def test_a_sweep_that_has_not_taken_its_lock_yet_is_found_by_its_command_line(tm
         for proc in (starting, other, plan):
             proc.kill()
             proc.wait()
+
+
+def test_a_resumed_sweeps_lock_names_its_own_holder_alone(tmp_path, capsys):
+    # Every resume takes the lock of a run id a sweep held before: its line replaces the last
+    # holder's (a file of two lines names no sweep, and --stop could not stop the resume).
+    from dlperf.sweep import hold_run
+
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "sweep.lock").write_text("pid 1 on elsewhere\n")
+    with hold_run(run, "r1"):
+        assert (run / "sweep.lock").read_text() == f"pid {os.getpid()} on {socket.gethostname()}\n"
+        rc, _, err = stop(capsys, "--results", str(tmp_path), "--run-id", "r1")
+    assert rc == 2 and f"pid {os.getpid()} is not a dlperf sweep (" in err, err
+
+
+def test_a_lock_naming_a_sweep_of_another_run_id_stops_nothing(tmp_path, capsys, held):
+    # The line of a holder that has ended, whose pid now belongs to another run id's sweep
+    # (a new holder has the lock and has not written its line yet): that sweep is left alone.
+    fake = tmp_path / "bin" / "dlperf"
+    fake.parent.mkdir()
+    fake.write_text("import time\ntime.sleep(60)\n")
+    other = subprocess.Popen(
+        [sys.executable, str(fake), "sweep", "--results", str(tmp_path), "--run-id", "r2"]
+    )
+    try:
+        held.write(f"pid {other.pid} on {socket.gethostname()}\n")
+        time.sleep(0.3)
+        rc, _, err = stop(capsys, "--results", str(tmp_path), "--run-id", "r1")
+        assert rc == 2 and f"pid {other.pid} is a sweep of --run-id r2" in err, err
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
