@@ -218,7 +218,14 @@ def run_telemetry(args) -> int:
         )
     from dlperf.telemetry.sampler import run_sampler
 
-    run_sampler(args.output, args.interval, args.duration, args.max_bytes, args.stop_on_stdin_eof)
+    try:
+        run_sampler(
+            args.output, args.interval, args.duration, args.max_bytes, args.stop_on_stdin_eof
+        )
+    except OSError as exc:
+        if exc.filename is None or Path(exc.filename) not in (args.output, *args.output.parents):
+            raise
+        raise UsageError(f"--output {args.output}: cannot be written ({exc.strerror})") from None
     return 0
 
 

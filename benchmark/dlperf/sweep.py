@@ -172,6 +172,19 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
                 f"running on {', '.join(stopped)}",
                 file=sys.stderr,
             )
+        if is_complete(partial):
+            # Interrupted after its ranks finished (while the samplers stopped, or before the
+            # rename): the run is whole and is kept, not trained again.
+            msg = f"{nodes} node(s): the earlier attempt had finished: kept, not run again"
+            print(f"dlperf sweep: {msg}", file=sys.stderr)
+            stored = json.loads((partial / "result.json").read_text())
+            stored.setdefault("provenance", {})["launch"] = {
+                "note": "the sweep was interrupted after this run had finished; its launch "
+                "details were not recorded"
+            }
+            write_atomic(partial / "result.json", stored)
+            _put_in_place(root, nodes, partial, final)
+            return stored
     try:
         shutil.rmtree(partial)
     except FileNotFoundError:
@@ -205,15 +218,19 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     stored = json.loads(result_file.read_text())
     stored.setdefault("provenance", {})["launch"] = _launch_record(launch, result_file)
     write_atomic(result_file, stored)
-    # The earlier (failed) record is renamed aside and removed after the new one is in place:
-    # the new point is never left waiting behind a slow removal (NFS) that an interrupt cuts.
+    _put_in_place(root, nodes, partial, final)
+    return stored
+
+
+def _put_in_place(root: Path, nodes: int, partial: Path, final: Path) -> None:
+    """PARTIAL renamed to FINAL; an earlier (failed) record is removed only once the new one is
+    in place (a slow removal on NFS, cut by an interrupt, never holds the new point back)."""
     aside = root / f".{nodes}nodes.replaced"
     shutil.rmtree(aside, ignore_errors=True)
     if final.exists():
         os.replace(final, aside)
     os.replace(partial, final)
     shutil.rmtree(aside, ignore_errors=True)
-    return stored
 
 
 class Interrupted(KeyboardInterrupt):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -202,3 +203,30 @@ def test_a_resumed_point_first_stops_ranks_its_earlier_attempt_left_running(tmp_
     assert run_point(cfg, root, 1)["status"] == "failed"
     assert sorted(p.name for p in root.iterdir()) == ["1nodes"]
     assert (root / "1nodes" / "result.json").read_text() != before
+
+
+def test_a_run_that_finished_before_its_sweep_was_interrupted_is_kept_not_run_again(
+    tmp_path, capsys
+):
+    """An interrupt after the ranks finished (while the samplers stop, or before the rename)
+    leaves a complete result in .Nnodes.partial: the next run of the point puts it in place
+    instead of training again (a time-to-accuracy point is hours)."""
+    from dlperf.sweep import SweepConfig, run_point
+
+    root = tmp_path / "r1"
+    partial = root / ".1nodes.partial"
+    (partial / "telemetry").mkdir(parents=True)
+    (partial / "telemetry" / "node1.jsonl").write_text('{"t": 1.0}\n')
+    finished = {"schema_version": 2, "status": "ok", "mode": "tta", "world_size": 1,
+                "time_to_accuracy_s": 3600.0, "provenance": {"hosts": ["node1"]}}  # fmt: skip
+    (partial / "result.json").write_text(json.dumps(finished))
+    # a model the ranks refuse: were the point launched again, it would fail
+    cfg = SweepConfig([1], 1, "local", tmp_path, "r1", ["--model", "nope"], timeout=120)
+    stored = run_point(cfg, root, 1)
+    assert stored["status"] == "ok" and stored["time_to_accuracy_s"] == 3600.0
+    assert "interrupted after this run had finished" in stored["provenance"]["launch"]["note"]
+    assert json.loads((root / "1nodes" / "result.json").read_text()) == stored
+    assert (root / "1nodes" / "telemetry" / "node1.jsonl").exists() and not partial.exists()
+    assert "1 node(s): the earlier attempt had finished: kept, not run again" in (
+        capsys.readouterr().err
+    )

@@ -35,6 +35,8 @@ device /dev/vda mounted on /boot with fstype ext4
 def test_mountstats_gives_server_bytes_per_nfs_mount():
     mounts = parse_mountstats(MOUNTSTATS)
     assert set(mounts) == {"/shared", "/mnt/isilon"}
+    # an NFS server's own nfsd file system is no NFS mount
+    assert parse_mountstats("device nfsd mounted on /proc/fs/nfsd with fstype nfsd\n") == {}
     assert mounts["/shared"] == {
         "server": "head01:/export/shared",
         "fstype": "nfs4",

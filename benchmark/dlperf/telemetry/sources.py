@@ -41,7 +41,8 @@ def parse_mountstats(text: str, devices: dict[str, str] | None = None) -> dict[s
             # device SERVER:/path mounted on /mnt with fstype nfs4 statvers=1.1
             fstype = parts[parts.index("fstype") + 1] if "fstype" in parts else ""
             device = (devices or {}).get(parts[4]) if len(parts) > 4 else None
-            if fstype.startswith("nfs") and (device is None or device not in seen):
+            # nfs and nfs4 (not nfsd, a server's own control file system)
+            if fstype in ("nfs", "nfs4") and (device is None or device not in seen):
                 current = parts[4]
                 mounts[current] = {"server": parts[1], "fstype": fstype}
                 if device is not None:
