@@ -360,6 +360,19 @@ CASES = [
         "without ':', ';' or '#'",
     ),
     (
+        # the role locks the benchmark user's password and rewrites its authorized_keys
+        "bench-user-is-the-ansible-login",
+        "common",
+        {"common_bench_user": "admin", "ansible_user": "admin"},
+        "is the account Ansible logs in to localhost as (ansible_user)",
+    ),
+    (
+        "password-logins-off-under-a-password-login",
+        "common",
+        {"ansible_password": "not-shown-0451", "common_ssh_password_authentication": False},
+        "Ansible logs in to localhost with a password (ansible_password)",
+    ),
+    (
         "bench-user-root",
         "common",
         {"common_bench_user": "root", "common_bench_uid": 0},
