@@ -83,3 +83,36 @@ def test_a_limit_with_an_unreachable_node_fails_the_run_with_its_table(tmp_path)
     rows = {(r["check"], r["node"]): r for r in table["rows"]}
     assert rows[("node checks", "c4140-01")]["status"] == "fail"
     assert not any(node == "c4140-02" for _, node in rows)
+
+
+def gpu_row(tmp_path, fixture: str, on_bus: int) -> dict:
+    """validate.yml's GPUs row of head01 (no GPU expected there) whose nvidia-smi answers as
+    FIXTURE and whose PCI bus holds ON_BUS NVIDIA GPUs."""
+    bus = tmp_path / "pci"
+    for i in range(on_bus):
+        (bus / f"0000:{i + 0x18:02x}:00.0").mkdir(parents=True)
+        (bus / f"0000:{i + 0x18:02x}:00.0" / "vendor").write_text("0x10de\n")
+        (bus / f"0000:{i + 0x18:02x}:00.0" / "class").write_text("0x030200\n")
+    os.environ["NVSMI_FIXTURE"] = str(REPO / "tests/fixtures/nvidia-smi" / fixture)
+    try:
+        _, table = validate(
+            tmp_path, "--limit", "head01",
+            "-e", f"__validate_nvidia_smi={REPO / 'tests/fixtures/bin/nvidia-smi'}",
+            "-e", f"__validate_sysfs_pci_root={bus}",
+        )  # fmt: skip
+    finally:
+        del os.environ["NVSMI_FIXTURE"]
+    return next(r for r in table["rows"] if r["check"] == "GPUs")
+
+
+def test_a_gpu_on_the_bus_that_nvidia_smi_does_not_see_fails_its_row(tmp_path):
+    # the C4140-M's four V100s answer, a fifth on the bus does not (fallen off the bus, no
+    # driver for it): a failed row even where no GPU count is expected
+    row = gpu_row(tmp_path, "c4140-m", on_bus=5)
+    assert row["status"] == "fail", row
+    assert "5 NVIDIA GPU(s) on the PCI bus, nvidia-smi sees 4" in row["detail"], row
+
+
+def test_every_gpu_on_the_bus_seen_passes_its_row(tmp_path):
+    row = gpu_row(tmp_path, "c4140-m", on_bus=4)
+    assert row["status"] == "pass" and row["detail"].startswith("4 x Tesla V100"), row
