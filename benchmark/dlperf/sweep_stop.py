@@ -88,7 +88,7 @@ def stop_sweep(results: Path, run_id: str, wait_s: float = STOP_WAIT_S) -> tuple
         )
     # A holder that ended leaves its line until the next one writes its own: its pid may be
     # another sweep's by then.
-    if not _sweeps_here(proc, command, results, run_id):
+    if not _sweeps_here(proc, command, results, run_id, unreadable=True):
         raise SweepError(
             f"{lock}: pid {pid} is a sweep of --run-id {_flag(command, '--run-id')} under "
             f"{_flag(command, '--results') or 'results'}, not of this one (the lock's holder "
@@ -140,9 +140,11 @@ def _is_sweep(command: list[str]) -> bool:
     )
 
 
-def _sweeps_here(proc: psutil.Process, command: list[str], results: Path, run_id: str) -> bool:
+def _sweeps_here(
+    proc: psutil.Process, command: list[str], results: Path, run_id: str, unreadable=False
+) -> bool:
     """Whether the sweep COMMAND (of PROC) runs RUN_ID under RESULTS: its --results is read
-    relative to its working directory."""
+    relative to its working directory (UNREADABLE: the answer where that cannot be read)."""
     if _flag(command, "--run-id") != run_id:
         return False
     given = Path(_flag(command, "--results") or "results")
@@ -151,7 +153,7 @@ def _sweeps_here(proc: psutil.Process, command: list[str], results: Path, run_id
     except psutil.Error:
         cwd = None
     if not given.is_absolute() and not cwd:
-        return False  # relative to a working directory that cannot be read
+        return unreadable  # relative to a working directory that cannot be read
     return (Path(cwd or "/") / given).resolve() == results.resolve()
 
 
