@@ -324,7 +324,15 @@ def stored_sweep(cfg: SweepConfig, root: Path) -> dict:
     stored = root / "sweep.json"
     if not stored.exists():
         return {"settings": settings, "nodes": cfg.nodes, "environment": environment}
-    before = json.loads(stored.read_text())
+    try:
+        before = json.loads(stored.read_text())
+    except (OSError, ValueError) as exc:
+        before = exc
+    if not isinstance(before, dict):
+        why = before if isinstance(before, Exception) else f"a JSON {type(before).__name__}"
+        raise SweepError(
+            f"{stored} is not a sweep's record ({why}); move it away, or use a new run id"
+        )
     if before.get("settings") != settings:
         raise SweepError(
             f"--run-id {cfg.run_id}: {root} holds a sweep with other settings; use a new run id"

@@ -169,6 +169,11 @@ def test_a_dry_run_of_a_run_id_holding_other_settings_is_refused_as_the_run_woul
                    train_args=["--backend", "pytorch"])  # fmt: skip
     with pytest.raises(SweepError, match="holds a sweep with other settings"):
         plan_sweep(other)
+    # one that is not a sweep's record at all is named, not a traceback
+    for text in ("{not json", "[]"):
+        (tmp_path / "r1" / "sweep.json").write_text(text)
+        with pytest.raises(SweepError, match=r"r1/sweep\.json is not a sweep's record"):
+            plan_sweep(first)
 
 
 def test_a_sweep_resumed_under_another_launch_environment_says_so_and_keeps_the_first(
