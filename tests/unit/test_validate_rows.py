@@ -1,0 +1,103 @@
+"""validate.yml's cross-node rows judged by Ansible itself on given probe outputs: the row's own
+expressions, read from the playbook, evaluated on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .test_role_input_validation import LOCAL
+
+PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "validate.yml"
+
+
+def tasks(node):
+    """Every task of the playbook, blocks opened."""
+    for item in node if isinstance(node, list) else [node]:
+        if isinstance(item, dict):
+            yield item
+            for key in ("tasks", "block", "rescue", "always"):
+                yield from tasks(item.get(key, []))
+
+
+def mpi_hello_status(run_playbook, computes: list[str], printed: list[str], rc: int = 0) -> str:
+    [rows] = [t for t in tasks(yaml.safe_load(PLAYBOOK.read_text()))
+              if t.get("name") == "Work out the cross-node rows"]  # fmt: skip
+    [row] = [r for r in rows["ansible.builtin.set_fact"]["cross_rows"] if r["check"] == "MPI hello"]
+    play = {
+        "name": "Judge the MPI hello",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {
+            "computes": computes,
+            "mpi_hello": {"rc": rc, "stdout_lines": printed},
+            "hello": rows["vars"]["hello"],
+        },
+        "tasks": [{"name": "Judge", "ansible.builtin.debug": {"msg": row["status"]}}],
+    }
+    run = run_playbook([play], {"all": {"hosts": {"localhost": LOCAL}}})
+    assert run.rc == 0, run.failed_tasks()
+    [msg] = [res["msg"] for name, _, res in run.task_results() if name == "Judge"]
+    return msg
+
+
+@pytest.mark.parametrize(
+    ("printed", "rc", "status"),
+    [
+        (["c4140-02", "c4140-01"], 0, "pass"),
+        # kernel host names that are not the inventory's (FQDNs, another naming): two nodes
+        # answered all the same
+        (["c4140-01.cluster.example", "c4140-02.cluster.example"], 0, "pass"),
+        (["node17", "node18"], 0, "pass"),
+        # one node twice: the other was never reached
+        (["c4140-01", "c4140-01"], 0, "fail"),
+        (["c4140-01"], 0, "fail"),
+        (["c4140-01", "c4140-02"], 1, "fail"),
+    ],
+)
+def test_mpi_hello_passes_when_every_node_answered_whatever_its_kernel_calls_itself(
+    run_playbook, printed, rc, status
+):
+    assert mpi_hello_status(run_playbook, ["c4140-01", "c4140-02"], printed, rc) == status
+
+
+def slurm_idle_status(run_playbook, computes: list[str], sinfo: list[str]) -> str:
+    playbook = PLAYBOOK.parent / "validate_slurm.yml"
+    [rows] = [t for t in tasks(yaml.safe_load(playbook.read_text()))
+              if t.get("name") == "Work out the Slurm rows"]  # fmt: skip
+    [row] = [r for r in rows["ansible.builtin.set_fact"]["slurm_rows"]
+             if r["check"] == "Slurm nodes idle"]  # fmt: skip
+    play = {
+        "name": "Judge the idle nodes",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {
+            "slurm_nodes": {"rc": 0, "stdout_lines": sinfo},
+            "states": rows["vars"]["states"],
+            "busy": rows["vars"]["busy"],
+        },
+        "tasks": [{"name": "Judge", "ansible.builtin.debug": {"msg": row["status"]}}],
+    }
+    # the compute group as the inventory has it (the play itself runs here)
+    compute = {"hosts": {name: None for name in computes}}
+    inventory = {"all": {"hosts": {"localhost": LOCAL}, "children": {"compute": compute}}}
+    run = run_playbook([play], inventory)
+    assert run.rc == 0, run.failed_tasks()
+    [msg] = [res["msg"] for name, _, res in run.task_results() if name == "Judge"]
+    return msg.strip()
+
+
+@pytest.mark.parametrize(
+    ("sinfo", "status"),
+    [
+        (["c1 idle", "c2 idle"], "pass"),
+        # both nodes in a second partition too (slurm_extra_config): listed twice, still two
+        (["c1 idle", "c2 idle", "c1 idle", "c2 idle"], "pass"),
+        (["c1 idle", "c2 drain"], "fail"),
+        (["c1 idle"], "fail"),
+    ],
+)
+def test_slurm_nodes_idle_counts_each_node_once(run_playbook, sinfo, status):
+    assert slurm_idle_status(run_playbook, ["c1", "c2"], sinfo) == status
