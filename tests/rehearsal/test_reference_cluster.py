@@ -164,14 +164,20 @@ def test_validate_fails_the_missing_hardware_by_name_and_passes_the_rest(validat
     failed = {(r["check"], r["node"]) for r in rows if r["status"] == "fail"}
     expected = {("GPUs", h) for h in COMPUTES} | {("RDMA device", h) for h in ALL}
     expected |= {("RDMA bandwidth", "c4140-01 -> c4140-02")}
+    # a job step asking for the reference's 4 GPUs per node: Slurm has none to give here
+    expected |= {("Slurm GPUs", "c4140-01, c4140-02")}
     assert failed == expected, [r for r in rows if r["status"] == "fail"]
     gpu = next(r for r in rows if r["check"] == "GPUs" and r["node"] == "c4140-07")
     assert "none found, 4 expected" in gpu["detail"]
     passed = {r["check"] for r in rows if r["status"] == "pass"}
     assert {"NFS across nodes", "MPI hello", "Horovod allreduce"} <= passed, rows
     assert {
-        r["check"] for r in rows if r["node"].startswith("slurm") or "Slurm" in r["check"]
+        r["check"]
+        for r in rows
+        if (r["node"].startswith("slurm") or "Slurm" in r["check"]) and r["check"] != "Slurm GPUs"
     } <= passed
+    slurm_gpus = next(r for r in rows if r["check"] == "Slurm GPUs")
+    assert "srun --gres=gpu:4 rc " in slurm_gpus["detail"], slurm_gpus
     # Every node has an iDRAC address but no vault here: the BIOS rows say what is missing.
     bios = [r for r in rows if r["check"] == "BIOS profile"]
     assert {r["node"] for r in bios} == set(ALL), bios

@@ -101,3 +101,66 @@ def slurm_idle_status(run_playbook, computes: list[str], sinfo: list[str]) -> st
 )
 def test_slurm_nodes_idle_counts_each_node_once(run_playbook, sinfo, status):
     assert slurm_idle_status(run_playbook, ["c1", "c2"], sinfo) == status
+
+
+def slurm_gpus_row(run_playbook, gpus: int, rc: int, out: list[str], err: str = "") -> dict:
+    playbook = PLAYBOOK.parent / "validate_slurm.yml"
+    [rows] = [t for t in tasks(yaml.safe_load(playbook.read_text()))
+              if t.get("name") == "Work out the Slurm rows"]  # fmt: skip
+    [row] = [
+        r for r in rows["ansible.builtin.set_fact"]["slurm_rows"] if r["check"] == "Slurm GPUs"
+    ]
+    shown = {"status": row["status"], "detail": row["detail"]}
+    play = {
+        "name": "Judge the GPUs Slurm gave",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {
+            "computes": ["c4140-01", "c4140-02"],
+            "gpus": gpus,
+            "slurm_gpus": {"rc": rc, "stdout_lines": out, "stderr": err},
+            "gpu_lines": rows["vars"]["gpu_lines"],
+            "gpus_seen": rows["vars"]["gpus_seen"],
+        },
+        "tasks": [{"name": "Judge", "ansible.builtin.debug": {"msg": shown}}],
+    }
+    run = run_playbook([play], {"all": {"hosts": {"localhost": LOCAL}}})
+    assert run.rc == 0, run.failed_tasks()
+    [msg] = [res["msg"] for name, _, res in run.task_results() if name == "Judge"]
+    return {k: v.strip() for k, v in msg.items()}
+
+
+V100 = "Tesla V100-SXM2-32GB (UUID: GPU-{})"
+
+
+def listed(per_node: list[int]) -> list[str]:
+    """srun --label's lines of nvidia-smi -L, PER_NODE GPUs on each task's node."""
+    return [f"{t}: GPU {i}: " + V100.format(f"{t}{i}") for t, n in enumerate(per_node)
+            for i in range(n)]  # fmt: skip
+
+
+def test_slurm_gpus_row_passes_when_every_node_got_every_gpu(run_playbook):
+    row = slurm_gpus_row(run_playbook, 4, 0, listed([4, 4]))
+    assert row["status"] == "pass", row
+    assert row["detail"] == "srun --gres=gpu:4: GPUs per node 4,4 (Tesla V100-SXM2-32GB)"
+
+
+@pytest.mark.parametrize(
+    ("rc", "out", "err", "says"),
+    [
+        (0, listed([4, 3]), "", "GPUs per node 4,3"),  # one node's job saw three
+        (0, listed([4]), "", "GPUs per node 4,0"),
+        # nodes whose Gres Slurm does not know (no gres.conf, no GPUs counted)
+        (1, [], "srun: error: Unable to allocate resources: Requested node configuration is "
+         "not available", "rc 1: srun: error: Unable to allocate resources"),
+    ],
+)  # fmt: skip
+def test_slurm_gpus_row_fails_a_node_short_of_gpus_or_a_refused_step(run_playbook, rc, out, err,
+                                                                      says):  # fmt: skip
+    row = slurm_gpus_row(run_playbook, 4, rc, out, err)
+    assert row["status"] == "fail" and says in row["detail"], row
+
+
+def test_slurm_gpus_row_is_skipped_where_no_gpus_are_expected(run_playbook):
+    row = slurm_gpus_row(run_playbook, 0, 0, [])
+    assert row == {"status": "skip", "detail": "no GPUs expected (dlperf_gpus_per_node=0)"}
