@@ -127,18 +127,27 @@ def dry_plays(playbook: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    ("playbook", "torch_on", "gpus_found"),
+    ("playbook", "torch_on", "gpus_found", "address_var"),
     [
-        ("playbooks/validate.yml", [], 0),
-        ("playbooks/validate.yml", ["c4140-01", "c4140-02"], 0),
-        ("playbooks/validate.yml", ["c4140-01"], 0),
-        ("playbooks/validate.yml", [], 4),
-        ("playbooks/benchmark.yml", [], 0),
+        ("playbooks/validate.yml", [], 0, None),
+        ("playbooks/validate.yml", ["c4140-01", "c4140-02"], 0, None),
+        # the nodes' fabric addresses in a variable of the site's own naming
+        ("playbooks/validate.yml", ["c4140-01", "c4140-02"], 0, "fabric_ip"),
+        ("playbooks/validate.yml", ["c4140-01"], 0, None),
+        ("playbooks/validate.yml", [], 4, None),
+        ("playbooks/benchmark.yml", [], 0, None),
     ],
-    ids=["validate", "validate-pytorch", "validate-pytorch-on-one", "validate-gpus", "benchmark"],
+    ids=[
+        "validate",
+        "validate-pytorch",
+        "validate-pytorch-address-var",
+        "validate-pytorch-on-one",
+        "validate-gpus",
+        "benchmark",
+    ],
 )
 def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_cluster(
-    playbook, torch_on, gpus_found, tmp_path
+    playbook, torch_on, gpus_found, address_var, tmp_path
 ):
     dry = tmp_path / Path(playbook).name
     dry.write_text(yaml.safe_dump(dry_plays(playbook), sort_keys=False))
@@ -148,12 +157,16 @@ def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_clus
     if gpus_found:
         found = {"validate_gpu": {"gpus": [{"index": i} for i in range(gpus_found)]}}
         torch |= {h: torch.get(h, {}) | found for h in ("c4140-01", "c4140-02")}
+    extra = []
+    if address_var:
+        torch = {h: v | {address_var: f"198.19.0.{i}"} for i, (h, v) in enumerate(torch.items(), 1)}
+        extra = ["-e", f"common_cluster_address_var={address_var}"]
     (tmp_path / "torch.yml").write_text(yaml.safe_dump({"all": {"hosts": torch}}))
     proc = ansible(
         "ansible-playbook", "-i", "inventory/reference", "-i", str(tmp_path / "torch.yml"),
         str(dry), "-e", "dlperf_run_id=reference",
         "-e", f"ansible_python_interpreter={sys.executable}",
-        "-e", f"dlperf_validate_report={tmp_path}/validate.json",
+        "-e", f"dlperf_validate_report={tmp_path}/validate.json", *extra,
         ANSIBLE_CALLBACK_RESULT_FORMAT="json",
     )  # fmt: skip
     # An undefined variable or a false precondition fails the play; nothing reaches a node.
@@ -164,7 +177,7 @@ def test_every_variable_the_cluster_playbooks_read_is_set_for_the_reference_clus
         # whose allreduce: Horovod's on MXNet (the seed's stack), torch.distributed's where
         # both nodes of the check have PyTorch, its ranks meeting at c4140-01 over ib0
         meet = [
-            '"MASTER_ADDR": "198.18.0.101"',
+            f'"MASTER_ADDR": "{"198.19.0.1" if address_var else "198.18.0.101"}"',
             '"MASTER_PORT": "29500"',
             '"NCCL_SOCKET_IFNAME": "ib0"',
         ]
