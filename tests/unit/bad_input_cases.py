@@ -331,6 +331,19 @@ CASES = [
         "must differ in their low 15 bits",
     ),
     (
+        # an unquoted 0x8001 in YAML is the number 32769: refused, asking for it quoted
+        "opensm-partition-pkey-a-number",
+        "opensm",
+        {
+            "opensm_enabled": True,
+            "opensm_partitions": [
+                {"name": "Default", "pkey": "0x7fff"},
+                {"name": "storage", "pkey": 32769},
+            ],
+        },
+        "a P_Key in hex, quoted",
+    ),
+    (
         "opensm-partition-mtu-not-an-ib-mtu",
         "opensm",
         {
