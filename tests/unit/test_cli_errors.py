@@ -3,6 +3,7 @@ says what to give instead, points at the command's --help, exits 2 and writes no
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -115,7 +116,10 @@ def test_bad_input_names_the_flag_and_the_fix(tmp_path, capsys, argv, command, s
             text = text.replace(key, value)
         return text
 
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     assert main([fill(a) for a in argv]) == 2
+    # a refused command leaves this process's signal handlers as they were
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0].startswith(f"dlperf {command}: error: {fill(starts)}"), lines
     assert fix in lines[0], lines

@@ -159,11 +159,15 @@ def run_sampler(
     stop_on_stdin_eof: bool = False,
 ) -> int:
     sampler = Sampler(output, interval, max_bytes)
-    signal.signal(signal.SIGTERM, sampler.stop)
-    signal.signal(signal.SIGINT, sampler.stop)
-    if stop_on_stdin_eof:
-        stop_when_stdin_closes(sampler)
-    return sampler.run(duration)
+    # the caller's handlers back once sampling ends (a failed start included)
+    previous = {s: signal.signal(s, sampler.stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if stop_on_stdin_eof:
+            stop_when_stdin_closes(sampler)
+        return sampler.run(duration)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def read_samples(path: Path) -> tuple[dict, list[dict]]:
