@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .test_role_input_validation import LOCAL
+from .test_validate_rows import evaluate
 
 TASKS = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "tasks" / "slurm.yml"
 WAIT = "Wait until the compute nodes have registered with the controller"
@@ -17,22 +17,9 @@ WAIT = "Wait until the compute nodes have registered with the controller"
 def registered(run_playbook, states: list[str]) -> bool:
     [task] = [t for t in yaml.safe_load(TASKS.read_text()) if t.get("name") == WAIT]
     lines = [f"c{i} {state}" for i, state in enumerate(states)]
-    play = {
-        "name": "Judge sinfo",
-        "hosts": "localhost",
-        "gather_facts": False,
-        "vars": {
-            "__names": [f"c{i}" for i in range(len(states))],
-            "__slurm_sinfo": {"rc": 0, "stdout_lines": lines},
-        },
-        "tasks": [
-            {"name": "Judge", "ansible.builtin.debug": {"msg": f"{{{{ {task['until']} }}}}"}}
-        ],
-    }
-    run = run_playbook([play], {"all": {"hosts": {"localhost": LOCAL}}})
-    assert run.rc == 0, run.failed_tasks()
-    [msg] = [res["msg"] for name, _, res in run.task_results() if name == "Judge"]
-    return msg is True
+    variables = {"__names": [f"c{i}" for i in range(len(states))],
+                 "__slurm_sinfo": {"rc": 0, "stdout_lines": lines}}  # fmt: skip
+    return evaluate(run_playbook, variables, "{{ " + task["until"] + " }}") is True
 
 
 @pytest.mark.parametrize(

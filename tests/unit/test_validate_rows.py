@@ -22,25 +22,32 @@ def tasks(node):
                 yield from tasks(item.get(key, []))
 
 
-def mpi_hello_status(run_playbook, computes: list[str], printed: list[str], rc: int = 0) -> str:
-    [rows] = [t for t in tasks(yaml.safe_load(PLAYBOOK.read_text()))
-              if t.get("name") == "Work out the cross-node rows"]  # fmt: skip
-    [row] = [r for r in rows["ansible.builtin.set_fact"]["cross_rows"] if r["check"] == "MPI hello"]
+def evaluate(run_playbook, variables: dict, shown, inventory: dict | None = None):
+    """SHOWN (templates) as Ansible renders them on this machine with VARIABLES."""
     play = {
-        "name": "Judge the MPI hello",
+        "name": "Evaluate",
         "hosts": "localhost",
         "gather_facts": False,
-        "vars": {
-            "computes": computes,
-            "mpi_hello": {"rc": rc, "stdout_lines": printed},
-            "hello": rows["vars"]["hello"],
-        },
-        "tasks": [{"name": "Judge", "ansible.builtin.debug": {"msg": row["status"]}}],
+        "vars": variables,
+        "tasks": [{"name": "Judge", "ansible.builtin.debug": {"msg": shown}}],
     }
-    run = run_playbook([play], {"all": {"hosts": {"localhost": LOCAL}}})
+    run = run_playbook([play], inventory or {"all": {"hosts": {"localhost": LOCAL}}})
     assert run.rc == 0, run.failed_tasks()
     [msg] = [res["msg"] for name, _, res in run.task_results() if name == "Judge"]
     return msg
+
+
+def row_of(playbook: Path, task: str, fact: str, check: str) -> tuple[dict, dict]:
+    """The variables of PLAYBOOK's TASK and its FACT row of CHECK."""
+    [rows] = [t for t in tasks(yaml.safe_load(playbook.read_text())) if t.get("name") == task]
+    [row] = [r for r in rows["ansible.builtin.set_fact"][fact] if r["check"] == check]
+    return rows["vars"], row
+
+
+def mpi_hello_status(run_playbook, computes: list[str], printed: list[str], rc: int = 0) -> str:
+    own, row = row_of(PLAYBOOK, "Work out the cross-node rows", "cross_rows", "MPI hello")
+    variables = {"computes": computes, "mpi_hello": {"rc": rc, "stdout_lines": printed}}
+    return evaluate(run_playbook, variables | {"hello": own["hello"]}, row["status"])
 
 
 @pytest.mark.parametrize(
@@ -65,28 +72,13 @@ def test_mpi_hello_passes_when_every_node_answered_whatever_its_kernel_calls_its
 
 def slurm_idle_status(run_playbook, computes: list[str], sinfo: list[str]) -> str:
     playbook = PLAYBOOK.parent / "validate_slurm.yml"
-    [rows] = [t for t in tasks(yaml.safe_load(playbook.read_text()))
-              if t.get("name") == "Work out the Slurm rows"]  # fmt: skip
-    [row] = [r for r in rows["ansible.builtin.set_fact"]["slurm_rows"]
-             if r["check"] == "Slurm nodes idle"]  # fmt: skip
-    play = {
-        "name": "Judge the idle nodes",
-        "hosts": "localhost",
-        "gather_facts": False,
-        "vars": {
-            "slurm_nodes": {"rc": 0, "stdout_lines": sinfo},
-            "states": rows["vars"]["states"],
-            "busy": rows["vars"]["busy"],
-        },
-        "tasks": [{"name": "Judge", "ansible.builtin.debug": {"msg": row["status"]}}],
-    }
+    own, row = row_of(playbook, "Work out the Slurm rows", "slurm_rows", "Slurm nodes idle")
+    variables = {"slurm_nodes": {"rc": 0, "stdout_lines": sinfo}}
+    variables |= {"states": own["states"], "busy": own["busy"]}
     # the compute group as the inventory has it (the play itself runs here)
     compute = {"hosts": {name: None for name in computes}}
     inventory = {"all": {"hosts": {"localhost": LOCAL}, "children": {"compute": compute}}}
-    run = run_playbook([play], inventory)
-    assert run.rc == 0, run.failed_tasks()
-    [msg] = [res["msg"] for name, _, res in run.task_results() if name == "Judge"]
-    return msg.strip()
+    return evaluate(run_playbook, variables, row["status"], inventory).strip()
 
 
 @pytest.mark.parametrize(
@@ -105,29 +97,12 @@ def test_slurm_nodes_idle_counts_each_node_once(run_playbook, sinfo, status):
 
 def slurm_gpus_row(run_playbook, gpus: int, rc: int, out: list[str], err: str = "") -> dict:
     playbook = PLAYBOOK.parent / "validate_slurm.yml"
-    [rows] = [t for t in tasks(yaml.safe_load(playbook.read_text()))
-              if t.get("name") == "Work out the Slurm rows"]  # fmt: skip
-    [row] = [
-        r for r in rows["ansible.builtin.set_fact"]["slurm_rows"] if r["check"] == "Slurm GPUs"
-    ]
-    shown = {"status": row["status"], "detail": row["detail"]}
-    play = {
-        "name": "Judge the GPUs Slurm gave",
-        "hosts": "localhost",
-        "gather_facts": False,
-        "vars": {
-            "computes": ["c4140-01", "c4140-02"],
-            "gpus": gpus,
-            "slurm_gpus": {"rc": rc, "stdout_lines": out, "stderr": err},
-            "gpu_lines": rows["vars"]["gpu_lines"],
-            "gpus_seen": rows["vars"]["gpus_seen"],
-        },
-        "tasks": [{"name": "Judge", "ansible.builtin.debug": {"msg": shown}}],
-    }
-    run = run_playbook([play], {"all": {"hosts": {"localhost": LOCAL}}})
-    assert run.rc == 0, run.failed_tasks()
-    [msg] = [res["msg"] for name, _, res in run.task_results() if name == "Judge"]
-    return {k: v.strip() for k, v in msg.items()}
+    own, row = row_of(playbook, "Work out the Slurm rows", "slurm_rows", "Slurm GPUs")
+    variables = {"computes": ["c4140-01", "c4140-02"], "gpus": gpus,
+                 "slurm_gpus": {"rc": rc, "stdout_lines": out, "stderr": err},
+                 "gpu_lines": own["gpu_lines"], "gpus_seen": own["gpus_seen"]}  # fmt: skip
+    shown = evaluate(run_playbook, variables, {"status": row["status"], "detail": row["detail"]})
+    return {k: v.strip() for k, v in shown.items()}
 
 
 V100 = "Tesla V100-SXM2-32GB (UUID: GPU-{})"
