@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -103,6 +104,17 @@ def upgrade(data: dict, source: str | Path = "result") -> dict:
 
 def read_result(path: Path) -> dict:
     return upgrade(json.loads(path.read_text()), path)
+
+
+def put_in_place(root: Path, nodes: int, partial: Path, final: Path) -> None:
+    """PARTIAL renamed to FINAL; an earlier (failed) record is removed only once the new one is
+    in place (a slow removal on NFS, cut by an interrupt, never holds the new point back)."""
+    aside = root / f".{nodes}nodes.replaced"
+    shutil.rmtree(aside, ignore_errors=True)
+    if final.exists():
+        os.replace(final, aside)
+    os.replace(partial, final)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def is_complete(point: Path) -> bool:

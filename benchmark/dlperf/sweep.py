@@ -27,7 +27,14 @@ from dlperf_module_utils.dlperf_job import log_tail, train_flag
 from dlperf import launchers
 from dlperf.launchers import Launch
 from dlperf.launchers.slurm import sbatch_arg_problem
-from dlperf.results import Result, is_complete, launch_environment, write_atomic, write_result
+from dlperf.results import (
+    Result,
+    is_complete,
+    launch_environment,
+    put_in_place,
+    write_atomic,
+    write_result,
+)
 from dlperf.train.command import check_train_argv
 from dlperf.usage import UsageError
 
@@ -183,7 +190,7 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
                 "details were not recorded"
             }
             write_atomic(partial / "result.json", stored)
-            _put_in_place(root, nodes, partial, final)
+            put_in_place(root, nodes, partial, final)
             return stored
     try:
         shutil.rmtree(partial)
@@ -218,19 +225,8 @@ def run_point(cfg: SweepConfig, root: Path, nodes: int) -> dict:
     stored = json.loads(result_file.read_text())
     stored.setdefault("provenance", {})["launch"] = _launch_record(launch, result_file)
     write_atomic(result_file, stored)
-    _put_in_place(root, nodes, partial, final)
+    put_in_place(root, nodes, partial, final)
     return stored
-
-
-def _put_in_place(root: Path, nodes: int, partial: Path, final: Path) -> None:
-    """PARTIAL renamed to FINAL; an earlier (failed) record is removed only once the new one is
-    in place (a slow removal on NFS, cut by an interrupt, never holds the new point back)."""
-    aside = root / f".{nodes}nodes.replaced"
-    shutil.rmtree(aside, ignore_errors=True)
-    if final.exists():
-        os.replace(final, aside)
-    os.replace(partial, final)
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 class Interrupted(KeyboardInterrupt):
